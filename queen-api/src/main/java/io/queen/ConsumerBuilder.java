@@ -1,0 +1,78 @@
+package io.queen;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+
+/**
+ * Reads a queue for one consumer group: {@link #pop()} once, or {@link #consume} with worker threads.
+ * Also moves the group's cursors ({@link #seek}) and deletes the group.
+ *
+ * <p>A builder: each setter changes this object and returns it; not thread-safe. {@link #pop()} may be
+ * called repeatedly and from one thread at a time.
+ */
+public interface ConsumerBuilder {
+  /** Default {@link #batch}: {@value}. */
+  int DEFAULT_BATCH = 1;
+  /** Default {@link #concurrency}: {@value}. */
+  int DEFAULT_CONCURRENCY = 1;
+
+  String queue();
+
+  /** The group ({@link Queen#DEFAULT_GROUP} for the queue's own group). */
+  String group();
+
+  /** Most messages one pop returns, over all its partitions (1..10,000; default 1). */
+  ConsumerBuilder batch(int batch);
+
+  /** Most partitions one pop may take leases on (1..1,000; default 1). */
+  ConsumerBuilder partitions(int partitions);
+
+  /** Pop only this partition. */
+  ConsumerBuilder partition(String partition);
+
+  /** How long an empty pop waits for a push (0..5 min; default 0: return at once). */
+  ConsumerBuilder waitFor(Duration wait);
+
+  /** Where a group that Queen has not seen before starts (named groups only; default {@code NEW}). */
+  ConsumerBuilder subscription(SubscriptionMode mode);
+
+  /** A group that Queen has not seen before starts at messages created at or after {@code from}. */
+  ConsumerBuilder subscriptionFrom(Instant from);
+
+  /** Acknowledge on delivery: no lease, the cursor moves at once (at-most-once). Default false. */
+  ConsumerBuilder autoAck(boolean autoAck);
+
+  /** Override the queue's lease time for these pops (100 ms .. 1 day). */
+  ConsumerBuilder leaseTime(Duration leaseTime);
+
+  /** Worker threads of {@link #consume} (1..256; default 1). */
+  ConsumerBuilder concurrency(int workers);
+
+  /** How long {@link Subscription#close()} waits for running handlers (default 10 s). */
+  ConsumerBuilder gracePeriod(Duration grace);
+
+  /** Pops once. Empty when nothing is available (after waiting up to {@link #waitFor}). */
+  List<Message> pop();
+
+  /** Starts workers that call {@code handler} once per message, in offset order per partition. */
+  Subscription consume(MessageHandler handler);
+
+  /** Starts workers that call {@code handler} once per popped batch. */
+  Subscription consumeBatch(BatchHandler handler);
+
+  /**
+   * Moves the group's cursor of every partition to just before the first message created at or after
+   * {@code time}; releases the group's leases. Returns the number of partitions moved.
+   */
+  int seek(Instant time);
+
+  /** Moves the group's cursors to the end (skips everything stored); releases leases. */
+  int seekToEnd();
+
+  /** Moves the group's cursors to the beginning (redelivers everything stored); releases leases. */
+  int seekToBeginning();
+
+  /** Forgets the group: its cursors, leases and dead letters. The next use subscribes it anew. */
+  void delete();
+}

@@ -1,0 +1,139 @@
+package io.queen;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.time.Instant;
+import java.util.Objects;
+import java.util.UUID;
+
+/**
+ * A delivered message. Immutable and safe to pass between threads.
+ *
+ * <p>Besides its content it carries what an acknowledgement needs: the partition id, the offset, the
+ * consumer group and the lease id under which it was delivered. Acknowledge it with
+ * {@link Queen#ack(Message)} or inside a {@link Transaction}.
+ */
+public final class Message {
+  private final String queue;
+  private final String partition;
+  private final long partitionId;
+  private final long offset;
+  private final UUID id;
+  private final String transactionId;
+  private final String traceId;
+  private final JsonNode payload;
+  private final Instant createdAt;
+  private final String consumerGroup;
+  private final UUID leaseId;
+  private final int attempt;
+  private final ObjectMapper mapper;
+
+  /**
+   * Made by Queen when it delivers a message; applications do not normally call it.
+   *
+   * @param mapper the {@link ObjectMapper} used by {@link #payload(Class)}
+   */
+  public Message(String queue, String partition, long partitionId, long offset, UUID id, String transactionId,
+      String traceId, JsonNode payload, Instant createdAt, String consumerGroup, UUID leaseId, int attempt,
+      ObjectMapper mapper) {
+    this.queue = Objects.requireNonNull(queue, "queue");
+    this.partition = Objects.requireNonNull(partition, "partition");
+    this.partitionId = partitionId;
+    this.offset = offset;
+    this.id = Objects.requireNonNull(id, "id");
+    this.transactionId = transactionId;
+    this.traceId = traceId;
+    this.payload = Objects.requireNonNull(payload, "payload");
+    this.createdAt = Objects.requireNonNull(createdAt, "createdAt");
+    this.consumerGroup = Objects.requireNonNull(consumerGroup, "consumerGroup");
+    this.leaseId = leaseId;
+    this.attempt = attempt;
+    this.mapper = Objects.requireNonNull(mapper, "mapper");
+  }
+
+  public String queue() {
+    return queue;
+  }
+
+  public String partition() {
+    return partition;
+  }
+
+  /** The partition's numeric id (stable for the life of the partition). */
+  public long partitionId() {
+    return partitionId;
+  }
+
+  /** The message's offset: per partition, gapless, in commit order, from 0. */
+  public long offset() {
+    return offset;
+  }
+
+  public UUID id() {
+    return id;
+  }
+
+  /** The de-duplication key given at push, or {@code null}. */
+  public String transactionId() {
+    return transactionId;
+  }
+
+  public String traceId() {
+    return traceId;
+  }
+
+  /** The payload as a JSON tree (not a copy: do not modify it). */
+  public JsonNode payload() {
+    return payload;
+  }
+
+  /** The payload converted to {@code type} with the broker's {@link ObjectMapper}. */
+  public <T> T payload(Class<T> type) {
+    Objects.requireNonNull(type, "type");
+    try {
+      return mapper.treeToValue(payload, type);
+    } catch (Exception e) {
+      throw new PayloadSerializationException("payload of message " + id + " (queue '" + queue + "', offset " + offset
+          + ") cannot be read as " + type.getName() + ": " + e.getClass().getSimpleName(), e);
+    }
+  }
+
+  /** When the message was stored (database clock). */
+  public Instant createdAt() {
+    return createdAt;
+  }
+
+  /** The consumer group it was delivered to ({@link Queen#DEFAULT_GROUP} for the queue's own group). */
+  public String consumerGroup() {
+    return consumerGroup;
+  }
+
+  /** The lease under which it was delivered, or {@code null} when it was delivered with auto-ack. */
+  public UUID leaseId() {
+    return leaseId;
+  }
+
+  /**
+   * The delivery attempt, from 1: failed deliveries counted against this message so far, plus one.
+   * Exact for the head message of a partition, which is the one that carries the failure count.
+   */
+  public int attempt() {
+    return attempt;
+  }
+
+  /**
+   * The KV key of a piece of state that belongs to this message's partition and group:
+   * {@code @p/<queue>/<partition>/<group>/<name>}. Read-modify-write of such a key is safe under the
+   * partition's lease (one consumer of the group at a time); see the README.
+   */
+  public String stateKey(String name) {
+    Objects.requireNonNull(name, "name");
+    return "@p/" + queue + "/" + partition + "/" + consumerGroup + "/" + name;
+  }
+
+  @Override
+  public String toString() {
+    return "Message[" + queue + "/" + partition + "@" + offset + " id=" + id + " group=" + consumerGroup
+        + " attempt=" + attempt + "]";
+  }
+}

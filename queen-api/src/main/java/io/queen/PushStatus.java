@@ -1,0 +1,12 @@
+package io.queen;
+
+/** What happened to one pushed item. */
+public enum PushStatus {
+  /** Stored with a new offset. */
+  QUEUED,
+  /**
+   * Not stored: the partition already holds a message with the same transaction id (pushed earlier or
+   * earlier in the same batch). The result carries the existing message's id and offset.
+   */
+  DUPLICATE
+}

@@ -1,0 +1,66 @@
+package io.queen;
+
+import java.util.List;
+
+/**
+ * A started Queen node: the entry point to queues, acknowledgements, transactions and the KV store.
+ * Obtain one from {@code io.queen.embedded.EmbeddedQueen.builder()}.
+ *
+ * <p>Thread-safe: one instance per application is meant to be shared by all threads. Every JVM that
+ * starts Queen against the same database is a node of one cluster; PostgreSQL is the only shared
+ * state.
+ *
+ * <p>{@link #close()} is idempotent and bounded: it stops taking work, lets running handlers finish
+ * up to the grace period, releases the leases this node holds and closes the connections Queen
+ * opened. It never closes the application's {@code DataSource}.
+ */
+public interface Queen extends AutoCloseable {
+  /** The partition a push uses when it names none. */
+  String DEFAULT_PARTITION = "Default";
+  /** The consumer group of a pop or consume that names none: the queue's competing-consumers group. */
+  String DEFAULT_GROUP = "__QUEUE_MODE__";
+
+  /** A handle on a queue (created on first push or {@link QueueClient#configure}). Cheap; not cached. */
+  QueueClient queue(String name);
+
+  /** Pushes items that name their queues ({@link PushItem#to}) in one transaction. */
+  List<PushResult> push(List<PushItem> items);
+
+  /** Acknowledges a message as completed. */
+  AckResult ack(Message message);
+
+  /** Acknowledges a message with a status; {@code error} is kept with failures and dead letters. */
+  AckResult ack(Message message, AckStatus status, String error);
+
+  /** Acknowledges messages as completed, in one transaction; results in the order given. */
+  List<AckResult> ack(List<Message> messages);
+
+  /** Acknowledges messages with one status, in one transaction; results in the order given. */
+  List<AckResult> ack(List<Message> messages, AckStatus status, String error);
+
+  /**
+   * Extends the lease under which {@code message} was delivered by the queue's lease time.
+   *
+   * @return false when the lease had already expired or was taken over (then nothing changed)
+   */
+  boolean renew(Message message);
+
+  /** The dead-letter queue of a queue. */
+  DeadLetters deadLetters(String queue);
+
+  /** A new transaction bundle: pushes, acks and KV writes committed together. Not thread-safe. */
+  Transaction transaction();
+
+  /** The transactional key/value store. */
+  Kv kv();
+
+  /** A consistent snapshot of queues, partitions, group lag and leases. */
+  Status status();
+
+  /** This node's id (given to the builder or generated), used as lease owner and in thread names. */
+  String nodeId();
+
+  /** Stops this node; see the class description. Idempotent. */
+  @Override
+  void close();
+}

@@ -1,0 +1,22 @@
+package io.queen;
+
+/** A push was refused because it would take the queue above its configured {@code maxSize}. */
+public final class QueueFullException extends QueenException {
+  private static final long serialVersionUID = 1L;
+  private final String queue;
+  private final long maxSize;
+
+  public QueueFullException(String queue, long maxSize, String detail) {
+    super("queue '" + queue + "' is full: maxSize=" + maxSize + " (" + detail + "); nothing of the batch was stored");
+    this.queue = queue;
+    this.maxSize = maxSize;
+  }
+
+  public String queue() {
+    return queue;
+  }
+
+  public long maxSize() {
+    return maxSize;
+  }
+}

@@ -1,0 +1,61 @@
+package io.queen;
+
+import java.sql.Connection;
+import java.util.Collection;
+import java.util.List;
+
+/**
+ * A bundle of pushes, acks and KV operations that commits as one PostgreSQL transaction: all or
+ * nothing. Build it, then {@link #commit()} (Queen owns the transaction and retries serialization
+ * failures and deadlocks a bounded number of times) or {@link #commit(Connection)} (inside the caller's
+ * own transaction: Queen neither commits, rolls back, nor changes auto-commit; the caller's commit
+ * decides).
+ *
+ * <p>A lost precondition of a {@link KvOptions#required() required} KV write, or an ack whose lease
+ * expired or was taken over, rolls the whole bundle back and is reported as a {@link CommitResult}
+ * with {@code success=false}, never as an exception. Infrastructure failures are exceptions.
+ *
+ * <p>A bundle may touch a given KV key at most once; a second touch fails at once with
+ * {@link IllegalArgumentException}. Not thread-safe; use once.
+ */
+public interface Transaction {
+  Transaction push(String queue, String partition, Object payload);
+
+  /** Pushes an item that names its queue ({@link PushItem#to}). */
+  Transaction push(PushItem item);
+
+  Transaction ack(Message message);
+
+  Transaction ack(Message message, AckStatus status, String error);
+
+  Transaction ack(List<Message> messages);
+
+  Transaction put(String namespace, String key, Object value, KvOptions options);
+
+  Transaction putIfAbsent(String namespace, String key, Object value, KvOptions options);
+
+  /** An idempotency marker: putIfAbsent of {@code true}. */
+  Transaction once(String namespace, String key, KvOptions options);
+
+  Transaction incr(String namespace, String key, long delta, KvOptions options);
+
+  Transaction delete(String namespace, String key);
+
+  Transaction delete(String namespace, String key, long expectVersion, boolean required);
+
+  /** Reads a key inside the transaction (results in {@link CommitResult#reads()}). */
+  Transaction get(String namespace, String key);
+
+  /** Reads keys inside the transaction (results in {@link CommitResult#reads()}). */
+  Transaction getMany(String namespace, Collection<String> keys);
+
+  /** Commits as Queen's own transaction. */
+  CommitResult commit();
+
+  /**
+   * Applies the bundle on {@code connection}, inside the caller's transaction (the connection must have
+   * auto-commit off). On a lost precondition or lease, Queen rolls back to a savepoint it set, so
+   * nothing of the bundle remains, and reports it; the caller's transaction stays usable.
+   */
+  CommitResult commit(Connection connection);
+}

@@ -1,0 +1,434 @@
+package io.queen.embedded.internal;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.queen.AckOutcome;
+import io.queen.AckResult;
+import io.queen.AckStatus;
+import io.queen.Message;
+import io.queen.Names;
+import io.queen.PushItem;
+import io.queen.PushResult;
+import io.queen.PushStatus;
+import io.queen.QueueConfig;
+import io.queen.QueueFullException;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.sql.Types;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.UUID;
+import javax.sql.DataSource;
+import org.postgresql.util.PSQLException;
+import org.postgresql.util.ServerErrorMessage;
+
+/**
+ * The log operations (push, pop, ack, renew, release) as calls of the SQL functions in
+ * {@code V1__core.sql}. Methods taking a {@link Connection} run inside the caller's transaction (the
+ * transaction bundle uses them); the others own their transaction.
+ */
+public final class Broker {
+  /** SQLState raised by {@code push} when a queue's maxSize would be exceeded. */
+  static final String QUEUE_FULL = "QU001";
+
+  private final DataSource ds;
+  private final String schema;
+  private final JsonCodec codec;
+  private final String node;
+  private final Wakeups wakeups;
+  private final String pushSql;
+  private final String popSql;
+  private final String ackSql;
+  private final String renewSql;
+  private final String releaseSql;
+
+  public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups) {
+    this.ds = ds;
+    this.schema = Sql.quoteIdent(schema);
+    this.codec = codec;
+    this.node = node;
+    this.wakeups = wakeups;
+    this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
+        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[])";
+    this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
+        + " created_at, lease_id, attempt from " + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    this.ackSql = "select idx, outcome from " + this.schema
+        + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
+    this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
+    this.releaseSql = "select " + this.schema + ".release(?::bigint[], ?::text[], ?::text[]::uuid[])";
+  }
+
+  public String schema() {
+    return schema;
+  }
+
+  public DataSource dataSource() {
+    return ds;
+  }
+
+  public JsonCodec codec() {
+    return codec;
+  }
+
+  public String node() {
+    return node;
+  }
+
+  // ------------------------------------------------------------------------------------------- push
+
+  /** Pushes in a transaction Queen owns and wakes local waiters after the commit. */
+  public List<PushResult> push(List<PushItem> items, String defaultQueue) {
+    Prepared p = prepare(items, defaultQueue);
+    List<PushResult> res = Sql.inTransaction(ds, "push", c -> push(c, p));
+    afterCommit(p.queueSet());
+    return res;
+  }
+
+  /** Pushes on the caller's connection, inside the caller's transaction. */
+  public List<PushResult> push(Connection c, List<PushItem> items, String defaultQueue) throws SQLException {
+    return push(c, prepare(items, defaultQueue));
+  }
+
+  /** Wakes this node's waiters of the given queues (call after the pushing transaction committed). */
+  public void afterCommit(Set<String> queues) {
+    for (String q : queues) {
+      wakeups.wake(q);
+    }
+  }
+
+  /** The queues an item list pushes to. */
+  public static Set<String> queuesOf(List<PushItem> items, String defaultQueue) {
+    Set<String> qs = new LinkedHashSet<>();
+    for (PushItem it : items) {
+      qs.add(it.queue() != null ? it.queue() : defaultQueue);
+    }
+    return qs;
+  }
+
+  private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds) {
+    Set<String> queueSet() {
+      return new LinkedHashSet<>(Arrays.asList(queues));
+    }
+  }
+
+  private Prepared prepare(List<PushItem> items, String defaultQueue) {
+    Objects.requireNonNull(items, "items");
+    if (items.isEmpty()) {
+      throw new IllegalArgumentException("push: items must not be empty");
+    }
+    if (items.size() > 100_000) {
+      throw new IllegalArgumentException("push: at most 100000 items per batch, was " + items.size());
+    }
+    int n = items.size();
+    String[] qs = new String[n];
+    String[] ps = new String[n];
+    String[] pl = new String[n];
+    String[] tx = new String[n];
+    String[] tr = new String[n];
+    for (int i = 0; i < n; i++) {
+      PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
+      String q = it.queue() != null ? it.queue() : defaultQueue;
+      if (q == null) {
+        throw new IllegalArgumentException("items[" + i + "].queue is missing: use PushItem.to(queue, partition, payload)");
+      }
+      qs[i] = Names.queue(q);
+      ps[i] = it.partition();
+      pl[i] = codec.toJson(it.payload(), "items[" + i + "].payload");
+      if (pl[i].indexOf('\u0000') >= 0) {
+        throw new IllegalArgumentException("items[" + i + "].payload contains a NUL character, which PostgreSQL cannot store");
+      }
+      tx[i] = it.transactionId();
+      tr[i] = it.traceId();
+    }
+    return new Prepared(qs, ps, pl, tx, tr);
+  }
+
+  private List<PushResult> push(Connection c, Prepared p) throws SQLException {
+    List<PushResult> out = new ArrayList<>(p.queues.length);
+    try (PreparedStatement st = c.prepareStatement(pushSql)) {
+      st.setArray(1, c.createArrayOf("text", p.queues));
+      st.setArray(2, c.createArrayOf("text", p.partitions));
+      st.setArray(3, c.createArrayOf("text", p.payloads));
+      st.setArray(4, c.createArrayOf("text", p.txnIds));
+      st.setArray(5, c.createArrayOf("text", p.traceIds));
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          int i = rs.getInt(1) - 1;
+          out.add(new PushResult(i, p.queues[i], p.partitions[i],
+              "duplicate".equals(rs.getString(2)) ? PushStatus.DUPLICATE : PushStatus.QUEUED,
+              rs.getObject(3, UUID.class), rs.getLong(5), p.txnIds[i]));
+        }
+      }
+    } catch (PSQLException e) {
+      if (QUEUE_FULL.equals(e.getSQLState())) {
+        ServerErrorMessage m = e.getServerErrorMessage();
+        String queue = m != null && m.getDetail() != null ? m.getDetail() : "?";
+        long max = m != null && m.getHint() != null ? Long.parseLong(m.getHint()) : -1;
+        throw new QueueFullException(queue, max, m != null ? m.getMessage() : e.getMessage());
+      }
+      throw e;
+    }
+    return out;
+  }
+
+  // -------------------------------------------------------------------------------------------- pop
+
+  /** The parameters of one pop. */
+  public record PopRequest(String queue, String group, int batch, int partitions, String partition, Duration leaseTime,
+      String mode, Instant from, boolean autoAck) {}
+
+  /** Pops once, without waiting (one statement, its own transaction). */
+  public List<Message> pop(PopRequest r) {
+    return Sql.autoCommit(ds, "pop", c -> {
+      try (PreparedStatement st = c.prepareStatement(popSql)) {
+        st.setString(1, r.queue());
+        st.setString(2, r.group());
+        st.setInt(3, r.batch());
+        st.setInt(4, r.partitions());
+        st.setString(5, r.partition());
+        if (r.leaseTime() == null) {
+          st.setNull(6, Types.BIGINT);
+        } else {
+          st.setLong(6, r.leaseTime().toMillis());
+        }
+        st.setString(7, node);
+        st.setString(8, r.mode());
+        st.setTimestamp(9, r.from() == null ? null : Timestamp.from(r.from()));
+        st.setBoolean(10, r.autoAck());
+        List<Message> out = new ArrayList<>();
+        try (ResultSet rs = st.executeQuery()) {
+          while (rs.next()) {
+            JsonNode payload = codec.parse(rs.getString(7));
+            out.add(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3), rs.getObject(4, UUID.class),
+                rs.getString(5), rs.getString(6), payload, rs.getTimestamp(8).toInstant(), r.group(),
+                rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper()));
+          }
+        }
+        return out;
+      }
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------- ack
+
+  /** One acknowledgement. */
+  public record AckRequest(Message message, AckStatus status, String error) {
+    public AckRequest {
+      Objects.requireNonNull(message, "message");
+      Objects.requireNonNull(status, "status");
+      if (error != null && error.length() > 8192) {
+        error = error.substring(0, 8192);
+      }
+    }
+  }
+
+  /** Acknowledges in a transaction Queen owns. */
+  public List<AckResult> ack(List<AckRequest> acks) {
+    return Sql.inTransaction(ds, "ack", c -> ack(c, acks));
+  }
+
+  /**
+   * Acknowledges on the caller's connection, inside the caller's transaction. Messages delivered with
+   * auto-ack (no lease) are reported ACKED without touching the database.
+   */
+  public List<AckResult> ack(Connection c, List<AckRequest> acks) throws SQLException {
+    int n = acks.size();
+    AckResult[] out = new AckResult[n];
+    List<Integer> sent = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      Message m = acks.get(i).message();
+      if (m.leaseId() == null) {
+        out[i] = new AckResult(m.partitionId(), m.offset(), AckOutcome.ACKED);
+      } else {
+        sent.add(i);
+      }
+    }
+    if (!sent.isEmpty()) {
+      int k = sent.size();
+      Long[] pids = new Long[k];
+      String[] groups = new String[k];
+      Long[] offsets = new Long[k];
+      String[] leases = new String[k];
+      String[] statuses = new String[k];
+      String[] errors = new String[k];
+      for (int j = 0; j < k; j++) {
+        AckRequest a = acks.get(sent.get(j));
+        pids[j] = a.message().partitionId();
+        groups[j] = a.message().consumerGroup();
+        offsets[j] = a.message().offset();
+        leases[j] = a.message().leaseId().toString();
+        statuses[j] = a.status().name();
+        errors[j] = a.error();
+      }
+      try (PreparedStatement st = c.prepareStatement(ackSql)) {
+        st.setArray(1, c.createArrayOf("bigint", pids));
+        st.setArray(2, c.createArrayOf("text", groups));
+        st.setArray(3, c.createArrayOf("bigint", offsets));
+        st.setArray(4, c.createArrayOf("text", leases));
+        st.setArray(5, c.createArrayOf("text", statuses));
+        st.setArray(6, c.createArrayOf("text", errors));
+        try (ResultSet rs = st.executeQuery()) {
+          while (rs.next()) {
+            int j = rs.getInt(1) - 1;
+            Message m = acks.get(sent.get(j)).message();
+            out[sent.get(j)] = new AckResult(m.partitionId(), m.offset(), AckOutcome.valueOf(rs.getString(2)));
+          }
+        }
+      }
+    }
+    return List.of(out);
+  }
+
+  // ---------------------------------------------------------------------------------- renew, release
+
+  /** Renews leases; returns how many were still held and got extended. */
+  public int renew(List<Message> leased) {
+    if (leased.isEmpty()) {
+      return 0;
+    }
+    return Sql.autoCommit(ds, "renew", c -> leaseCall(c, renewSql, leased, true));
+  }
+
+  /** Gives leases back without counting an attempt. */
+  public int release(List<Message> leased) {
+    if (leased.isEmpty()) {
+      return 0;
+    }
+    return Sql.autoCommit(ds, "release", c -> leaseCall(c, releaseSql, leased, false));
+  }
+
+  private static int leaseCall(Connection c, String sql, List<Message> leased, boolean countRows) throws SQLException {
+    int n = leased.size();
+    Long[] pids = new Long[n];
+    String[] groups = new String[n];
+    String[] leases = new String[n];
+    for (int i = 0; i < n; i++) {
+      Message m = leased.get(i);
+      pids[i] = m.partitionId();
+      groups[i] = m.consumerGroup();
+      leases[i] = m.leaseId().toString();
+    }
+    try (PreparedStatement st = c.prepareStatement(sql)) {
+      Array a1 = c.createArrayOf("bigint", pids);
+      st.setArray(1, a1);
+      st.setArray(2, c.createArrayOf("text", groups));
+      st.setArray(3, c.createArrayOf("text", leases));
+      try (ResultSet rs = st.executeQuery()) {
+        int count = 0;
+        while (rs.next()) {
+          count += countRows ? 1 : rs.getInt(1);
+        }
+        return count;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------------ queue admin
+
+  /** The queue's configuration, or the defaults when it does not exist. */
+  public QueueConfig config(String queue) {
+    return Sql.autoCommit(ds, "config", c -> {
+      try (PreparedStatement st = c.prepareStatement("select lease_time_ms, retry_limit, retry_delay_ms, dead_letter,"
+          + " delayed_processing_ms, window_buffer_ms, max_size from " + schema + ".queues where name = ?")) {
+        st.setString(1, queue);
+        try (ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            return QueueConfig.DEFAULTS;
+          }
+          return readConfig(rs, 1);
+        }
+      }
+    });
+  }
+
+  static QueueConfig readConfig(ResultSet rs, int col) throws SQLException {
+    return new QueueConfig(Duration.ofMillis(rs.getLong(col)), rs.getInt(col + 1), Duration.ofMillis(rs.getLong(col + 2)),
+        rs.getBoolean(col + 3), Duration.ofMillis(rs.getLong(col + 4)), Duration.ofMillis(rs.getLong(col + 5)),
+        rs.getLong(col + 6));
+  }
+
+  /** Creates the queue if needed and stores the configuration. */
+  public void configure(String queue, QueueConfig cfg) {
+    Sql.inTransaction(ds, "configure", c -> {
+      try (PreparedStatement st = c.prepareStatement("insert into " + schema + ".queues as q (name, lease_time_ms,"
+          + " retry_limit, retry_delay_ms, dead_letter, delayed_processing_ms, window_buffer_ms, max_size)"
+          + " values (?, ?, ?, ?, ?, ?, ?, ?) on conflict (name) do update set lease_time_ms = excluded.lease_time_ms,"
+          + " retry_limit = excluded.retry_limit, retry_delay_ms = excluded.retry_delay_ms,"
+          + " dead_letter = excluded.dead_letter, delayed_processing_ms = excluded.delayed_processing_ms,"
+          + " window_buffer_ms = excluded.window_buffer_ms, max_size = excluded.max_size")) {
+        st.setString(1, queue);
+        st.setLong(2, cfg.leaseTime().toMillis());
+        st.setInt(3, cfg.retryLimit());
+        st.setLong(4, cfg.retryDelay().toMillis());
+        st.setBoolean(5, cfg.deadLetter());
+        st.setLong(6, cfg.delayedProcessing().toMillis());
+        st.setLong(7, cfg.windowBuffer().toMillis());
+        st.setLong(8, cfg.maxSize());
+        st.executeUpdate();
+      }
+      return null;
+    });
+  }
+
+  /** Deletes a queue and everything in it. */
+  public void deleteQueue(String queue) {
+    Sql.inTransaction(ds, "delete queue", c -> {
+      try (PreparedStatement st = c.prepareStatement("delete from " + schema + ".messages where partition_id in"
+          + " (select p.id from " + schema + ".partitions p join " + schema + ".queues q on q.id = p.queue_id"
+          + " where q.name = ?)")) {
+        st.setString(1, queue);
+        st.executeUpdate();
+      }
+      try (PreparedStatement st = c.prepareStatement("delete from " + schema + ".queues where name = ?")) {
+        st.setString(1, queue);
+        st.executeUpdate();
+      }
+      return null;
+    });
+  }
+
+  /** Moves a group's cursors: mode BEGINNING, END or TIME. */
+  public int seek(String queue, String group, String mode, Instant at) {
+    return Sql.inTransaction(ds, "seek", c -> {
+      try (PreparedStatement st = c.prepareStatement("select " + schema + ".seek(?, ?, ?, ?)")) {
+        st.setString(1, queue);
+        st.setString(2, group);
+        st.setString(3, mode);
+        st.setTimestamp(4, at == null ? null : Timestamp.from(at));
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          return rs.getInt(1);
+        }
+      }
+    });
+  }
+
+  /** Forgets a consumer group of a queue. */
+  public void deleteGroup(String queue, String group) {
+    Sql.inTransaction(ds, "delete group", c -> {
+      String q = "(select id from " + schema + ".queues where name = ?)";
+      for (String sql : List.of(
+          "delete from " + schema + ".redeliveries r using " + schema + ".partitions p where p.id = r.partition_id"
+              + " and p.queue_id = " + q + " and r.group_name = ?",
+          "delete from " + schema + ".cursors where queue_id = " + q + " and group_name = ?",
+          "delete from " + schema + ".dead_letters where queue_id = " + q + " and group_name = ?",
+          "delete from " + schema + ".consumer_groups where queue_id = " + q + " and name = ?")) {
+        try (PreparedStatement st = c.prepareStatement(sql)) {
+          st.setString(1, queue);
+          st.setString(2, group);
+          st.executeUpdate();
+        }
+      }
+      return null;
+    });
+  }
+}

@@ -1,0 +1,215 @@
+package io.queen.embedded.internal;
+
+import io.queen.BatchHandler;
+import io.queen.ConsumerBuilder;
+import io.queen.Message;
+import io.queen.MessageHandler;
+import io.queen.Names;
+import io.queen.Queen;
+import io.queen.Subscription;
+import io.queen.SubscriptionMode;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Objects;
+
+/** Pop and consume settings for one queue and group. */
+final class ConsumerBuilderImpl implements ConsumerBuilder {
+  static final Duration MAX_WAIT = Duration.ofMinutes(5);
+  static final Duration DEFAULT_GRACE = Duration.ofSeconds(10);
+
+  private final QueenImpl queen;
+  private final String queue;
+  private final String group;
+  private int batch = DEFAULT_BATCH;
+  private int partitions = 1;
+  private String partition;
+  private Duration wait = Duration.ZERO;
+  private SubscriptionMode mode;
+  private Instant from;
+  private boolean autoAck;
+  private Duration leaseTime;
+  private int concurrency = DEFAULT_CONCURRENCY;
+  private Duration grace;
+
+  ConsumerBuilderImpl(QueenImpl queen, String queue, String group) {
+    this.queen = queen;
+    this.queue = queue;
+    this.group = group;
+  }
+
+  @Override
+  public String queue() {
+    return queue;
+  }
+
+  @Override
+  public String group() {
+    return group;
+  }
+
+  @Override
+  public ConsumerBuilder batch(int n) {
+    if (n < 1 || n > 10_000) {
+      throw new IllegalArgumentException("batch must be 1..10000, was " + n);
+    }
+    batch = n;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder partitions(int n) {
+    if (n < 1 || n > 1000) {
+      throw new IllegalArgumentException("partitions must be 1..1000, was " + n);
+    }
+    partitions = n;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder partition(String p) {
+    partition = Names.partition(p);
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder waitFor(Duration w) {
+    Objects.requireNonNull(w, "wait");
+    if (w.isNegative() || w.compareTo(MAX_WAIT) > 0) {
+      throw new IllegalArgumentException("waitFor must be between 0 and " + MAX_WAIT + ", was " + w);
+    }
+    wait = w;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder subscription(SubscriptionMode m) {
+    mode = Objects.requireNonNull(m, "mode");
+    from = null;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder subscriptionFrom(Instant f) {
+    from = Objects.requireNonNull(f, "from");
+    mode = null;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder autoAck(boolean a) {
+    autoAck = a;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder leaseTime(Duration l) {
+    Objects.requireNonNull(l, "leaseTime");
+    if (l.compareTo(Duration.ofMillis(100)) < 0 || l.compareTo(Duration.ofDays(1)) > 0) {
+      throw new IllegalArgumentException("leaseTime must be between PT0.1S and PT24H, was " + l);
+    }
+    leaseTime = l;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder concurrency(int n) {
+    if (n < 1 || n > 256) {
+      throw new IllegalArgumentException("concurrency must be 1..256, was " + n);
+    }
+    concurrency = n;
+    return this;
+  }
+
+  @Override
+  public ConsumerBuilder gracePeriod(Duration g) {
+    Objects.requireNonNull(g, "gracePeriod");
+    if (g.isNegative() || g.compareTo(Duration.ofMinutes(10)) > 0) {
+      throw new IllegalArgumentException("gracePeriod must be between 0 and PT10M, was " + g);
+    }
+    grace = g;
+    return this;
+  }
+
+  Broker.PopRequest request() {
+    String m;
+    if (Queen.DEFAULT_GROUP.equals(group)) {
+      m = "ALL"; // the queue's own group reads everything
+    } else if (from != null) {
+      m = "FROM";
+    } else {
+      m = mode == SubscriptionMode.ALL ? "ALL" : "NEW";
+    }
+    return new Broker.PopRequest(queue, group, batch, partitions, partition, leaseTime, m, from, autoAck);
+  }
+
+  @Override
+  public List<Message> pop() {
+    queen.checkOpen();
+    Broker.PopRequest r = request();
+    long deadline = System.nanoTime() + wait.toNanos();
+    while (true) {
+      long seen = queen.wakeups().version(queue);
+      List<Message> got = queen.broker().pop(r);
+      long left = deadline - System.nanoTime();
+      if (!got.isEmpty() || left <= 0 || queen.isClosed()) {
+        return got;
+      }
+      try {
+        queen.wakeups().await(queue, seen, Duration.ofNanos(Math.min(left, queen.config().pollInterval().toNanos())));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return List.of();
+      }
+    }
+  }
+
+  @Override
+  public Subscription consume(MessageHandler handler) {
+    Objects.requireNonNull(handler, "handler");
+    return start(handler, null);
+  }
+
+  @Override
+  public Subscription consumeBatch(BatchHandler handler) {
+    Objects.requireNonNull(handler, "handler");
+    return start(null, handler);
+  }
+
+  private Subscription start(MessageHandler one, BatchHandler many) {
+    queen.checkOpen();
+    if (autoAck) {
+      throw new IllegalArgumentException("autoAck is for pop(); consume acknowledges after the handler returns");
+    }
+    SubscriptionImpl s = new SubscriptionImpl(queen, request(), concurrency, grace != null ? grace
+        : queen.config().closeGrace(), one, many);
+    queen.register(s);
+    s.start();
+    return s;
+  }
+
+  @Override
+  public int seek(Instant time) {
+    Objects.requireNonNull(time, "time");
+    queen.checkOpen();
+    return queen.broker().seek(queue, group, "TIME", time);
+  }
+
+  @Override
+  public int seekToEnd() {
+    queen.checkOpen();
+    return queen.broker().seek(queue, group, "END", null);
+  }
+
+  @Override
+  public int seekToBeginning() {
+    queen.checkOpen();
+    return queen.broker().seek(queue, group, "BEGINNING", null);
+  }
+
+  @Override
+  public void delete() {
+    queen.checkOpen();
+    queen.broker().deleteGroup(queue, group);
+  }
+}

@@ -1,0 +1,157 @@
+package io.queen.embedded.internal;
+
+import io.queen.DeadLetter;
+import io.queen.DeadLetters;
+import io.queen.Names;
+import io.queen.Queen;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.UUID;
+
+/** The dead-letter queue of one queue. */
+final class DeadLettersImpl implements DeadLetters {
+  private final QueenImpl queen;
+  private final String queue;
+
+  DeadLettersImpl(QueenImpl queen, String queue) {
+    this.queen = queen;
+    this.queue = Names.queue(queue);
+  }
+
+  @Override
+  public Query group(String group) {
+    return new QueryImpl(Names.group(group));
+  }
+
+  @Override
+  public Query defaultGroup() {
+    return new QueryImpl(Queen.DEFAULT_GROUP);
+  }
+
+  private final class QueryImpl implements Query {
+    private final String group;
+    private final String s = queen.broker().schema();
+
+    QueryImpl(String group) {
+      this.group = group;
+    }
+
+    @Override
+    public List<DeadLetter> list(int limit, Long afterId) {
+      if (limit < 1 || limit > 1000) {
+        throw new IllegalArgumentException("limit must be 1..1000, was " + limit);
+      }
+      return Sql.autoCommit(queen.broker().dataSource(), "dead letters list", c -> {
+        try (PreparedStatement st = c.prepareStatement("select d.id, p.name, d.partition_id, d.\"offset\", d.message_id,"
+            + " m.payload::text, d.error, d.attempts, d.failed_at from " + s + ".dead_letters d"
+            + " join " + s + ".queues q on q.id = d.queue_id"
+            + " join " + s + ".partitions p on p.id = d.partition_id"
+            + " left join " + s + ".messages m on m.partition_id = d.partition_id and m.\"offset\" = d.\"offset\""
+            + " where q.name = ? and d.group_name = ? and d.id > ? order by d.id limit ?")) {
+          st.setString(1, queue);
+          st.setString(2, group);
+          st.setLong(3, afterId == null ? 0 : afterId);
+          st.setInt(4, limit);
+          List<DeadLetter> out = new ArrayList<>();
+          try (ResultSet rs = st.executeQuery()) {
+            while (rs.next()) {
+              out.add(new DeadLetter(rs.getLong(1), queue, rs.getString(2), rs.getLong(3), rs.getLong(4), group,
+                  rs.getObject(5, UUID.class), queen.broker().codec().parse(rs.getString(6)), rs.getString(7),
+                  rs.getInt(8), rs.getTimestamp(9).toInstant()));
+            }
+          }
+          return out;
+        }
+      });
+    }
+
+    @Override
+    public long count() {
+      return Sql.autoCommit(queen.broker().dataSource(), "dead letters count", c -> {
+        try (PreparedStatement st = c.prepareStatement("select count(*) from " + s + ".dead_letters d join " + s
+            + ".queues q on q.id = d.queue_id where q.name = ? and d.group_name = ?")) {
+          st.setString(1, queue);
+          st.setString(2, group);
+          try (ResultSet rs = st.executeQuery()) {
+            rs.next();
+            return rs.getLong(1);
+          }
+        }
+      });
+    }
+
+    @Override
+    public boolean redrive(DeadLetter d) {
+      Objects.requireNonNull(d, "deadLetter");
+      if (!d.queue().equals(queue) || !d.group().equals(group)) {
+        throw new IllegalArgumentException("dead letter " + d.id() + " belongs to queue '" + d.queue() + "' group '"
+            + d.group() + "', not '" + queue + "'/'" + group + "'");
+      }
+      int n = Sql.inTransaction(queen.broker().dataSource(), "dead letters redrive", c -> redrive(c, "d.id = ?", d.id()));
+      queen.wakeups().wake(queue);
+      return n > 0;
+    }
+
+    @Override
+    public int redriveAll() {
+      int n = Sql.inTransaction(queen.broker().dataSource(), "dead letters redrive", c -> redrive(c, "true", null));
+      queen.wakeups().wake(queue);
+      return n;
+    }
+
+    private int redrive(Connection c, String filter, Long id) throws SQLException {
+      List<Long> pids = new ArrayList<>();
+      List<Long> offsets = new ArrayList<>();
+      try (PreparedStatement st = c.prepareStatement("delete from " + s + ".dead_letters d using " + s + ".queues q"
+          + " where q.id = d.queue_id and q.name = ? and d.group_name = ? and " + filter
+          + " returning d.partition_id, d.\"offset\"")) {
+        st.setString(1, queue);
+        st.setString(2, group);
+        if (id != null) {
+          st.setLong(3, id);
+        }
+        try (ResultSet rs = st.executeQuery()) {
+          while (rs.next()) {
+            pids.add(rs.getLong(1));
+            offsets.add(rs.getLong(2));
+          }
+        }
+      }
+      if (pids.isEmpty()) {
+        return 0;
+      }
+      try (PreparedStatement st = c.prepareStatement("insert into " + s + ".redeliveries(partition_id, group_name,"
+          + " \"offset\") select x.pid, ?, x.o from unnest(?::bigint[], ?::bigint[]) as x(pid, o) on conflict do nothing")) {
+        st.setString(1, group);
+        st.setArray(2, c.createArrayOf("bigint", pids.toArray()));
+        st.setArray(3, c.createArrayOf("bigint", offsets.toArray()));
+        st.executeUpdate();
+      }
+      // setting the flag (never clearing it) needs no partition lock
+      try (PreparedStatement st = c.prepareStatement("update " + s + ".cursors set has_pending = true"
+          + " where partition_id = any(?::bigint[]) and group_name = ? and not has_pending")) {
+        st.setArray(1, c.createArrayOf("bigint", pids.toArray()));
+        st.setString(2, group);
+        st.executeUpdate();
+      }
+      return pids.size();
+    }
+
+    @Override
+    public int purge() {
+      return Sql.autoCommit(queen.broker().dataSource(), "dead letters purge", c -> {
+        try (PreparedStatement st = c.prepareStatement("delete from " + s + ".dead_letters d using " + s + ".queues q"
+            + " where q.id = d.queue_id and q.name = ? and d.group_name = ?")) {
+          st.setString(1, queue);
+          st.setString(2, group);
+          return st.executeUpdate();
+        }
+      });
+    }
+  }
+}

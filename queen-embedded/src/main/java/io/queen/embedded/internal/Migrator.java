@@ -1,0 +1,90 @@
+package io.queen.embedded.internal;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Applies the versioned migrations shipped in the jar ({@code io/queen/embedded/migration/V<n>__<name>.sql})
+ * to the configured schema, each in its own transaction, under a transaction-level advisory lock, and
+ * records them in {@code <schema>.schema_version}. Re-runnable: applied versions are skipped. In the
+ * scripts, {@code ${schema}} stands for the quoted schema name.
+ */
+public final class Migrator {
+  private static final Logger LOG = LoggerFactory.getLogger(Migrator.class);
+  /** The migrations, in order. A new one is appended here and shipped as a resource. */
+  static final List<String> MIGRATIONS = List.of("V1__core.sql", "V2__kv.sql");
+  private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
+
+  private Migrator() {}
+
+  /** Migrates {@code schema}; returns the versions applied now (empty when it was up to date). */
+  public static List<Integer> migrate(DataSource ds, String schema) {
+    List<Integer> applied = new ArrayList<>();
+    for (String file : MIGRATIONS) {
+      int version = Integer.parseInt(file.substring(1, file.indexOf("__")));
+      String sql = load(file).replace("${schema}", Sql.quoteIdent(schema)).replace("${schema_literal}", "'" + schema + "'");
+      try (Connection c = ds.getConnection()) {
+        c.setAutoCommit(false);
+        try (Statement st = c.createStatement()) {
+          st.execute("select pg_advisory_xact_lock(" + LOCK_KEY + ")");
+          st.execute("create schema if not exists " + Sql.quoteIdent(schema));
+          st.execute("create table if not exists " + Sql.quoteIdent(schema) + ".schema_version ("
+              + "version int primary key, name text not null, applied_at timestamptz not null default now())");
+          boolean done;
+          try (PreparedStatement ps = c.prepareStatement("select 1 from " + Sql.quoteIdent(schema)
+              + ".schema_version where version = ?")) {
+            ps.setInt(1, version);
+            try (ResultSet rs = ps.executeQuery()) {
+              done = rs.next();
+            }
+          }
+          if (!done) {
+            st.execute(sql);
+            try (PreparedStatement ps = c.prepareStatement("insert into " + Sql.quoteIdent(schema)
+                + ".schema_version(version, name) values (?, ?)")) {
+              ps.setInt(1, version);
+              ps.setString(2, file);
+              ps.executeUpdate();
+            }
+            applied.add(version);
+          }
+          c.commit();
+        } catch (SQLException e) {
+          c.rollback();
+          throw e;
+        } finally {
+          c.setAutoCommit(true);
+        }
+      } catch (SQLException e) {
+        throw Sql.translate("migrate " + file, e);
+      }
+    }
+    if (!applied.isEmpty()) {
+      LOG.info("schema {}: applied migrations {}", schema, applied);
+    }
+    return applied;
+  }
+
+  private static String load(String file) {
+    String path = "/io/queen/embedded/migration/" + file;
+    try (InputStream in = Migrator.class.getResourceAsStream(path)) {
+      if (in == null) {
+        throw new IllegalStateException("migration " + path + " is missing from the jar");
+      }
+      return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new IllegalStateException("cannot read migration " + path, e);
+    }
+  }
+}

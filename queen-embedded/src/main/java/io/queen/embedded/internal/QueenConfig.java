@@ -1,0 +1,28 @@
+package io.queen.embedded.internal;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.time.Duration;
+import java.util.concurrent.ThreadFactory;
+import javax.sql.DataSource;
+
+/** The validated, immutable configuration of one node. */
+public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, String password, int poolSize,
+    String schema, String nodeId, ObjectMapper mapper, ThreadFactory threadFactory, Duration pollInterval,
+    Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes) {
+
+  /** The effective settings for the start-up log line, with the password masked. */
+  public String describe() {
+    return "schema=" + schema + ", node=" + nodeId + ", pool=" + (dataSource != null ? "application DataSource"
+        : "own HikariCP(" + poolSize + ") " + maskUrl(jdbcUrl)) + ", pollInterval=" + pollInterval
+        + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes;
+  }
+
+  @Override
+  public String toString() {
+    return "QueenConfig[" + describe() + "]";
+  }
+
+  static String maskUrl(String url) {
+    return url == null ? null : url.replaceAll("(?i)(password=)[^&]*", "$1****");
+  }
+}

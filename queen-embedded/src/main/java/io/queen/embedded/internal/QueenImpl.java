@@ -1,0 +1,275 @@
+package io.queen.embedded.internal;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.queen.AckResult;
+import io.queen.AckStatus;
+import io.queen.BrokerClosedException;
+import io.queen.DeadLetters;
+import io.queen.Kv;
+import io.queen.Message;
+import io.queen.PushItem;
+import io.queen.PushResult;
+import io.queen.Queen;
+import io.queen.QueueClient;
+import io.queen.Status;
+import io.queen.Transaction;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** One started node. */
+public final class QueenImpl implements Queen {
+  private static final Logger LOG = LoggerFactory.getLogger(QueenImpl.class);
+
+  private final QueenConfig config;
+  private final DataSource ds;
+  private final HikariDataSource ownPool;
+  private final JsonCodec codec;
+  private final Wakeups wakeups;
+  private final Broker broker;
+  private final StatusReader status;
+  private final ScheduledExecutorService scheduler;
+  private final Set<SubscriptionImpl> subscriptions = ConcurrentHashMap.newKeySet();
+  private final AtomicBoolean closed = new AtomicBoolean();
+  private final AtomicInteger threadCount = new AtomicInteger();
+  private final Kv kv;
+
+  private QueenImpl(QueenConfig config, DataSource ds, HikariDataSource ownPool) {
+    this.config = config;
+    this.ds = ds;
+    this.ownPool = ownPool;
+    this.codec = new JsonCodec(config.mapper());
+    this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
+    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups);
+    this.status = new StatusReader(ds, broker.schema());
+    this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
+    this.kv = Extensions.kv(this);
+  }
+
+  /** Validated config in; a started node out. */
+  public static Queen start(QueenConfig config) {
+    HikariDataSource own = null;
+    DataSource ds = config.dataSource();
+    if (ds == null) {
+      HikariConfig hc = new HikariConfig();
+      hc.setJdbcUrl(config.jdbcUrl());
+      hc.setUsername(config.user());
+      hc.setPassword(config.password());
+      hc.setMaximumPoolSize(config.poolSize());
+      hc.setPoolName("queen-" + config.nodeId());
+      own = new HikariDataSource(hc);
+      ds = own;
+    }
+    try {
+      Migrator.migrate(ds, config.schema());
+      QueenImpl q = new QueenImpl(config, ds, own);
+      if (config.listen()) {
+        q.wakeups.startListener();
+      }
+      Extensions.startJanitor(q);
+      LOG.info("{} - Queen started: {}", config.nodeId(), config.describe());
+      return q;
+    } catch (RuntimeException e) {
+      if (own != null) {
+        own.close();
+      }
+      throw e;
+    }
+  }
+
+  // ------------------------------------------------------------------------------ internal access
+
+  public QueenConfig config() {
+    return config;
+  }
+
+  public Broker broker() {
+    return broker;
+  }
+
+  public Wakeups wakeups() {
+    return wakeups;
+  }
+
+  public JsonCodec codec() {
+    return codec;
+  }
+
+  public DataSource dataSource() {
+    return ds;
+  }
+
+  public ScheduledExecutorService scheduler() {
+    return scheduler;
+  }
+
+  boolean isClosed() {
+    return closed.get();
+  }
+
+  void checkOpen() {
+    if (closed.get()) {
+      throw new BrokerClosedException("Queen node " + config.nodeId());
+    }
+  }
+
+  void register(SubscriptionImpl s) {
+    subscriptions.add(s);
+    if (closed.get()) {
+      s.close(Duration.ZERO);
+    }
+  }
+
+  void unregister(SubscriptionImpl s) {
+    subscriptions.remove(s);
+  }
+
+  /** A consumer worker thread, from the application's factory when it gave one. */
+  Thread newThread(String role, Runnable r) {
+    String name = "queen-" + config.nodeId() + "-" + role;
+    if (config.threadFactory() != null) {
+      Thread t = config.threadFactory().newThread(r);
+      t.setName(name);
+      return t;
+    }
+    Thread t = new Thread(r, name);
+    t.setDaemon(true);
+    return t;
+  }
+
+  /** A daemon thread of the node itself. */
+  public Thread newDaemon(String role, Runnable r) {
+    Thread t = new Thread(r, "queen-" + config.nodeId() + "-" + role + "-" + threadCount.incrementAndGet());
+    t.setDaemon(true);
+    return t;
+  }
+
+  // ------------------------------------------------------------------------------------- the API
+
+  @Override
+  public QueueClient queue(String name) {
+    return new QueueClientImpl(this, name);
+  }
+
+  @Override
+  public List<PushResult> push(List<PushItem> items) {
+    checkOpen();
+    return broker.push(items, null);
+  }
+
+  @Override
+  public AckResult ack(Message message) {
+    return ack(message, AckStatus.COMPLETED, null);
+  }
+
+  @Override
+  public AckResult ack(Message message, AckStatus status, String error) {
+    Objects.requireNonNull(message, "message");
+    return ack(List.of(message), status, error).get(0);
+  }
+
+  @Override
+  public List<AckResult> ack(List<Message> messages) {
+    return ack(messages, AckStatus.COMPLETED, null);
+  }
+
+  @Override
+  public List<AckResult> ack(List<Message> messages, AckStatus status, String error) {
+    Objects.requireNonNull(messages, "messages");
+    Objects.requireNonNull(status, "status");
+    checkOpen();
+    if (messages.isEmpty()) {
+      throw new IllegalArgumentException("ack: messages must not be empty");
+    }
+    List<Broker.AckRequest> reqs = new ArrayList<>(messages.size());
+    for (int i = 0; i < messages.size(); i++) {
+      reqs.add(new Broker.AckRequest(Objects.requireNonNull(messages.get(i), "messages[" + i + "]"), status, error));
+    }
+    return broker.ack(reqs);
+  }
+
+  @Override
+  public boolean renew(Message message) {
+    Objects.requireNonNull(message, "message");
+    checkOpen();
+    if (message.leaseId() == null) {
+      throw new IllegalArgumentException("message " + message.id() + " was delivered with autoAck: it has no lease to renew");
+    }
+    return broker.renew(List.of(message)) == 1;
+  }
+
+  @Override
+  public DeadLetters deadLetters(String queue) {
+    return new DeadLettersImpl(this, queue);
+  }
+
+  @Override
+  public Transaction transaction() {
+    checkOpen();
+    return Extensions.transaction(this);
+  }
+
+  @Override
+  public Kv kv() {
+    return kv;
+  }
+
+  @Override
+  public Status status() {
+    return status.read();
+  }
+
+  @Override
+  public String nodeId() {
+    return config.nodeId();
+  }
+
+  @Override
+  public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
+    LOG.info("{} - closing", config.nodeId());
+    for (SubscriptionImpl s : List.copyOf(subscriptions)) {
+      s.close(config.closeGrace());
+    }
+    scheduler.shutdown();
+    wakeups.close();
+    boolean interrupted = false;
+    try {
+      if (!scheduler.awaitTermination(2, TimeUnit.SECONDS)) {
+        scheduler.shutdownNow();
+        if (!scheduler.awaitTermination(2, TimeUnit.SECONDS)) {
+          LOG.warn("{} - scheduler threads did not stop", config.nodeId());
+        }
+      }
+    } catch (InterruptedException e) {
+      interrupted = true;
+      scheduler.shutdownNow();
+    }
+    if (ownPool != null) {
+      ownPool.close();
+    }
+    LOG.info("{} - closed", config.nodeId());
+    if (interrupted) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "Queen[" + config.nodeId() + (closed.get() ? ", closed" : "") + "]";
+  }
+}

@@ -1,0 +1,128 @@
+package io.queen.embedded.internal;
+
+import io.queen.ConsumerBuilder;
+import io.queen.Names;
+import io.queen.PartitionClient;
+import io.queen.PushItem;
+import io.queen.PushResult;
+import io.queen.Queen;
+import io.queen.QueueClient;
+import io.queen.QueueConfig;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.function.UnaryOperator;
+
+/** A queue handle: holds only the name and the node. */
+final class QueueClientImpl implements QueueClient {
+  private final QueenImpl queen;
+  private final String name;
+
+  QueueClientImpl(QueenImpl queen, String name) {
+    this.queen = queen;
+    this.name = Names.queue(name);
+  }
+
+  @Override
+  public String name() {
+    return name;
+  }
+
+  @Override
+  public QueueConfig configure(UnaryOperator<QueueConfig.Builder> change) {
+    Objects.requireNonNull(change, "change");
+    queen.checkOpen();
+    QueueConfig.Builder b = Objects.requireNonNull(change.apply(config().toBuilder()), "the builder returned by change");
+    QueueConfig cfg = b.build();
+    queen.broker().configure(name, cfg);
+    return cfg;
+  }
+
+  @Override
+  public QueueConfig config() {
+    return queen.broker().config(name);
+  }
+
+  @Override
+  public PartitionClient partition(String partition) {
+    return new PartitionClientImpl(this, Names.partition(partition));
+  }
+
+  @Override
+  public PushResult push(Object payload) {
+    return push(List.of(PushItem.of(payload))).get(0);
+  }
+
+  @Override
+  public List<PushResult> push(List<PushItem> items) {
+    Objects.requireNonNull(items, "items");
+    queen.checkOpen();
+    List<PushItem> own = new ArrayList<>(items.size());
+    for (int i = 0; i < items.size(); i++) {
+      PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
+      if (it.queue() != null && !it.queue().equals(name)) {
+        throw new IllegalArgumentException("items[" + i + "].queue is '" + it.queue() + "' but this is queue '" + name
+            + "': use Queen.push(List) for batches that span queues");
+      }
+      own.add(it);
+    }
+    return queen.broker().push(own, name);
+  }
+
+  @Override
+  public ConsumerBuilder consumer() {
+    return new ConsumerBuilderImpl(queen, name, Queen.DEFAULT_GROUP);
+  }
+
+  @Override
+  public ConsumerBuilder group(String group) {
+    return new ConsumerBuilderImpl(queen, name, Names.group(group));
+  }
+
+  @Override
+  public void delete() {
+    queen.checkOpen();
+    queen.broker().deleteQueue(name);
+  }
+
+  @Override
+  public String toString() {
+    return "Queue[" + name + "]";
+  }
+
+  /** One partition. */
+  static final class PartitionClientImpl implements PartitionClient {
+    private final QueueClientImpl queue;
+    private final String partition;
+
+    PartitionClientImpl(QueueClientImpl queue, String partition) {
+      this.queue = queue;
+      this.partition = partition;
+    }
+
+    @Override
+    public PushResult push(Object payload) {
+      if (payload instanceof PushItem) {
+        return push((PushItem) payload);
+      }
+      return queue.push(List.of(PushItem.of(partition, payload))).get(0);
+    }
+
+    @Override
+    public PushResult push(PushItem item) {
+      Objects.requireNonNull(item, "item");
+      return queue.push(List.of(new PushItem(null, partition, item.payload(), item.transactionId(), item.traceId()))).get(0);
+    }
+
+    @Override
+    public List<PushResult> pushAll(List<?> payloads) {
+      Objects.requireNonNull(payloads, "payloads");
+      List<PushItem> items = new ArrayList<>(payloads.size());
+      for (Object p : payloads) {
+        items.add(p instanceof PushItem it ? new PushItem(null, partition, it.payload(), it.transactionId(), it.traceId())
+            : PushItem.of(partition, p));
+      }
+      return queue.push(items);
+    }
+  }
+}

@@ -1,0 +1,152 @@
+package io.queen.embedded.internal;
+
+import io.queen.QueenDatabaseException;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.concurrent.ThreadLocalRandom;
+import javax.sql.DataSource;
+
+/**
+ * The one boundary where {@link SQLException} becomes a {@link QueenDatabaseException}, and the bounded
+ * retry of transactions Queen owns.
+ */
+public final class Sql {
+  /** How many times a transaction Queen owns is retried after a serialization failure or deadlock. */
+  public static final int MAX_RETRIES = 5;
+
+  private Sql() {}
+
+  /** SQLStates that Queen reacts to. */
+  public enum State {
+    SERIALIZATION_FAILURE("40001", true),
+    DEADLOCK_DETECTED("40P01", true),
+    LOCK_NOT_AVAILABLE("55P03", true),
+    QUERY_CANCELED("57014", false),
+    ADMIN_SHUTDOWN("57P01", true),
+    UNIQUE_VIOLATION("23505", false),
+    RAISE_EXCEPTION("P0001", false);
+
+    final String code;
+    final boolean retriable;
+
+    State(String code, boolean retriable) {
+      this.code = code;
+      this.retriable = retriable;
+    }
+
+    public String code() {
+      return code;
+    }
+  }
+
+  /** Whether retrying the whole transaction may succeed: serialization, deadlock, lock timeout, class 08. */
+  public static boolean isTransient(SQLException e) {
+    String s = e.getSQLState();
+    if (s == null) {
+      return false;
+    }
+    if (s.startsWith("08")) {
+      return true; // connection exception
+    }
+    if (s.startsWith("28")) {
+      return false; // authorisation: never retried
+    }
+    for (State st : State.values()) {
+      if (st.code.equals(s)) {
+        return st.retriable;
+      }
+    }
+    return false;
+  }
+
+  /** Whether the same statement may simply be run again in a new transaction (no connection loss). */
+  public static boolean isRetriableInTransaction(SQLException e) {
+    String s = e.getSQLState();
+    return State.SERIALIZATION_FAILURE.code.equals(s) || State.DEADLOCK_DETECTED.code.equals(s)
+        || State.LOCK_NOT_AVAILABLE.code.equals(s);
+  }
+
+  public static QueenDatabaseException translate(String operation, SQLException e) {
+    return new QueenDatabaseException(operation, e.getSQLState(), isTransient(e), e);
+  }
+
+  /** Double-quotes an identifier that was validated against an allow-list. */
+  public static String quoteIdent(String ident) {
+    return "\"" + ident.replace("\"", "\"\"") + "\"";
+  }
+
+  /** Work on a connection inside a transaction. */
+  @FunctionalInterface
+  public interface TxWork<T> {
+    T run(Connection c) throws SQLException;
+  }
+
+  /**
+   * Runs {@code work} in a transaction Queen owns: commit on return, rollback on exception; a
+   * serialization failure, deadlock or lock timeout is retried with jittered backoff up to
+   * {@link #MAX_RETRIES} times.
+   */
+  public static <T> T inTransaction(DataSource ds, String operation, TxWork<T> work) {
+    for (int attempt = 0; ; attempt++) {
+      try (Connection c = ds.getConnection()) {
+        boolean auto = c.getAutoCommit();
+        if (auto) {
+          c.setAutoCommit(false);
+        }
+        try {
+          T result = work.run(c);
+          c.commit();
+          return result;
+        } catch (SQLException | RuntimeException | Error e) {
+          try {
+            c.rollback();
+          } catch (SQLException suppressed) {
+            e.addSuppressed(suppressed);
+          }
+          throw e;
+        } finally {
+          if (auto) {
+            try {
+              c.setAutoCommit(true);
+            } catch (SQLException ignored) {
+              // the connection is broken; the pool will discard it
+            }
+          }
+        }
+      } catch (SQLException e) {
+        if (attempt < MAX_RETRIES && isRetriableInTransaction(e)) {
+          backoff(attempt);
+          continue;
+        }
+        throw translate(operation, e);
+      }
+    }
+  }
+
+  /** Runs {@code work} on an auto-commit connection (one statement = one transaction). */
+  public static <T> T autoCommit(DataSource ds, String operation, TxWork<T> work) {
+    for (int attempt = 0; ; attempt++) {
+      try (Connection c = ds.getConnection()) {
+        if (!c.getAutoCommit()) {
+          c.setAutoCommit(true);
+        }
+        return work.run(c);
+      } catch (SQLException e) {
+        if (attempt < MAX_RETRIES && isRetriableInTransaction(e)) {
+          backoff(attempt);
+          continue;
+        }
+        throw translate(operation, e);
+      }
+    }
+  }
+
+  static void backoff(int attempt) {
+    long max = Math.min(200, 5L << attempt);
+    try {
+      Thread.sleep(1 + ThreadLocalRandom.current().nextLong(max));
+    } catch (InterruptedException ie) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

@@ -1,0 +1,186 @@
+package io.queen.embedded.internal;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import javax.sql.DataSource;
+import org.postgresql.PGConnection;
+import org.postgresql.PGNotification;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Wakes waiting pops when a queue gets a push: from this JVM directly, from other nodes through one
+ * LISTEN connection. A notification is only a hint: every waiter also wakes after the poll interval,
+ * so a lost notification (a dropped listener connection, a pooler) delays a message, never loses it.
+ * The listener reconnects by itself, and wakes every waiter after a reconnect.
+ */
+public final class Wakeups implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(Wakeups.class);
+
+  private final ConcurrentHashMap<String, Signal> signals = new ConcurrentHashMap<>();
+  private final DataSource ds;
+  private final String channel;
+  private final String node;
+  private final ThreadFactory threads;
+  private volatile boolean running = true;
+  private volatile Thread listener;
+  private volatile Connection listenConnection;
+  private volatile long reconnects;
+
+  /** Creates thread instances; Queen names them. */
+  @FunctionalInterface
+  public interface ThreadFactory {
+    Thread newThread(String role, Runnable r);
+  }
+
+  public Wakeups(DataSource ds, String schema, String node, ThreadFactory threads) {
+    this.ds = ds;
+    this.channel = schema + ".wake";
+    this.node = node;
+    this.threads = threads;
+  }
+
+  /** Starts the LISTEN thread. */
+  public void startListener() {
+    Thread t = threads.newThread("listener", this::listenLoop);
+    listener = t;
+    t.start();
+  }
+
+  /** The current version of a queue's signal; pass it to {@link #await} after an empty pop. */
+  public long version(String queue) {
+    return signal(queue).version;
+  }
+
+  /** Waits until the queue is signalled after {@code seen}, or {@code timeout} passes. */
+  public void await(String queue, long seen, Duration timeout) throws InterruptedException {
+    Signal s = signal(queue);
+    long nanos = timeout.toNanos();
+    s.lock.lock();
+    try {
+      while (s.version == seen && nanos > 0 && running) {
+        nanos = s.changed.awaitNanos(nanos);
+      }
+    } finally {
+      s.lock.unlock();
+    }
+  }
+
+  /** Wakes the waiters of a queue. */
+  public void wake(String queue) {
+    Signal s = signals.get(queue);
+    if (s != null) {
+      s.bump();
+    }
+  }
+
+  /** Wakes every waiter (after a reconnect, or on close). */
+  public void wakeAll() {
+    signals.values().forEach(Signal::bump);
+  }
+
+  /** How many times the listener had to reconnect. */
+  public long reconnects() {
+    return reconnects;
+  }
+
+  /** The backend pid of the LISTEN connection, or -1 (used by tests that kill it). */
+  public int listenerBackendPid() {
+    Connection c = listenConnection;
+    if (c == null) {
+      return -1;
+    }
+    try {
+      return c.unwrap(PGConnection.class).getBackendPID();
+    } catch (SQLException e) {
+      return -1;
+    }
+  }
+
+  private Signal signal(String queue) {
+    return signals.computeIfAbsent(queue, q -> new Signal());
+  }
+
+  private void listenLoop() {
+    long backoff = 100;
+    while (running) {
+      try (Connection c = ds.getConnection()) {
+        c.setAutoCommit(true);
+        try (Statement st = c.createStatement()) {
+          st.execute("LISTEN " + Sql.quoteIdent(channel));
+        }
+        listenConnection = c;
+        PGConnection pg = c.unwrap(PGConnection.class);
+        wakeAll(); // anything pushed while we were not listening
+        backoff = 100;
+        LOG.debug("{} - listening on {}", node, channel);
+        while (running) {
+          PGNotification[] ns = pg.getNotifications(500);
+          if (ns != null) {
+            for (PGNotification n : ns) {
+              wake(n.getParameter());
+            }
+          }
+        }
+      } catch (SQLException | RuntimeException e) {
+        listenConnection = null;
+        if (!running) {
+          break;
+        }
+        reconnects++;
+        LOG.warn("{} - wake-up listener lost its connection ({}); waiters poll until it reconnects in {} ms",
+            node, e.getMessage(), backoff);
+        try {
+          TimeUnit.MILLISECONDS.sleep(backoff);
+        } catch (InterruptedException ie) {
+          if (!running) {
+            break;
+          }
+          Thread.currentThread().interrupt();
+          break;
+        }
+        backoff = Math.min(5000, backoff * 2);
+      }
+    }
+    listenConnection = null;
+  }
+
+  @Override
+  public void close() {
+    running = false;
+    wakeAll();
+    Thread t = listener;
+    if (t != null) {
+      try {
+        t.join(2000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      if (t.isAlive()) {
+        t.interrupt();
+      }
+    }
+  }
+
+  private static final class Signal {
+    final ReentrantLock lock = new ReentrantLock();
+    final Condition changed = lock.newCondition();
+    volatile long version;
+
+    void bump() {
+      lock.lock();
+      try {
+        version++;
+        changed.signalAll();
+      } finally {
+        lock.unlock();
+      }
+    }
+  }
+}
