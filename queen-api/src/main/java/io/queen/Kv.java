@@ -32,7 +32,10 @@ public interface Kv {
 
   KvEntry get(String namespace, String key);
 
-  /** One row per requested key, in request order (never a map: absent and null stay distinct). */
+  /**
+   * One row per requested key, in request order (never a map: absent and null stay distinct); at most
+   * {@value #MAX_PAGE} keys.
+   */
   List<KvEntry> getMany(String namespace, Collection<String> keys);
 
   /**
@@ -41,7 +44,12 @@ public interface Kv {
    */
   KvPage getPrefix(String namespace, String prefix, String after, int limit);
 
-  /** Writes the value (with {@code expect}: only if the version matches). */
+  /**
+   * Writes the value ({@code null} stores a JSON null) with the options' expiry, never the previous one.
+   * With {@code expect(v)}: only if the live key has version {@code v} ({@code VERSION} otherwise,
+   * {@code ABSENT} when there is none, and then nothing is created); {@code expect(0)}: only if absent
+   * ({@code EXISTS} otherwise).
+   */
   KvWriteResult put(String namespace, String key, Object value, KvOptions options);
 
   /** Writes the value only if no live key exists (reason {@code EXISTS} otherwise). */

@@ -2,9 +2,12 @@ package io.queen;
 
 /** Why a KV write did not apply. The set is closed. */
 public enum KvReason {
-  /** putIfAbsent / once: a live key already exists. */
+  /** putIfAbsent / once, or put with {@code expect(0)}: a live key already exists. */
   EXISTS,
-  /** expect on a version, or delete with expect, but the key does not exist (or has expired). */
+  /**
+   * put with {@code expect(version > 0)}, or delete: the key does not exist (or has expired). Nothing was
+   * created: a conditional write that matches nothing creates nothing.
+   */
   ABSENT,
   /** expect: the key exists with another version. */
   VERSION,

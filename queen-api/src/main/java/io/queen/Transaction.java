@@ -15,8 +15,15 @@ import java.util.List;
  * expired or was taken over, rolls the whole bundle back and is reported as a {@link CommitResult}
  * with {@code success=false}, never as an exception. Infrastructure failures are exceptions.
  *
- * <p>A bundle may touch a given KV key at most once; a second touch fails at once with
- * {@link IllegalArgumentException}. Not thread-safe; use once.
+ * <p>A bundle may touch a given KV key at most once (reads count); a second touch fails at once with
+ * {@link IllegalArgumentException}, before anything is sent. Every other argument is checked when the
+ * operation is added, too. Operations run in the order they were added. A non-required KV write that
+ * does not apply reports why in {@link CommitResult#writes()} and the rest commits. There is no
+ * {@code getPrefix} here on purpose: its cost is unbounded and a bundle holds locks; use
+ * {@link Kv#getPrefix} outside.
+ *
+ * <p>Not thread-safe; commit once (a second commit, or adding after a commit, is an
+ * {@link IllegalStateException}).
  */
 public interface Transaction {
   Transaction push(String queue, String partition, Object payload);
@@ -54,8 +61,10 @@ public interface Transaction {
 
   /**
    * Applies the bundle on {@code connection}, inside the caller's transaction (the connection must have
-   * auto-commit off). On a lost precondition or lease, Queen rolls back to a savepoint it set, so
-   * nothing of the bundle remains, and reports it; the caller's transaction stays usable.
+   * auto-commit off, else {@link IllegalStateException}). On a lost precondition or lease, or an
+   * exception, Queen rolls back to a savepoint it set, so nothing of the bundle remains; the caller's
+   * transaction stays usable. Queen never commits, rolls back the caller's work, or changes auto-commit;
+   * serialization failures are not retried here (the caller owns the transaction).
    */
   CommitResult commit(Connection connection);
 }

@@ -59,6 +59,7 @@ public final class EmbeddedQueen {
     private boolean listen = true;
     private boolean janitor = true;
     private long kvMaxReadBytes = DEFAULT_KV_MAX_READ_BYTES;
+    private Object meterRegistry;
 
     private Builder() {}
 
@@ -136,6 +137,16 @@ public final class EmbeddedQueen {
       return this;
     }
 
+    /**
+     * Report metrics to this Micrometer registry (micrometer-core must be on the classpath): counters of
+     * pushed, delivered, acked, failed and dead-lettered messages, handler and delivery-latency timers,
+     * lag and pending-age gauges; tags queue and group.
+     */
+    public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
+      this.meterRegistry = Objects.requireNonNull(registry, "meterRegistry");
+      return this;
+    }
+
     /** Validates every option, migrates the schema and starts the node. */
     public Queen start() {
       return QueenImpl.start(build());
@@ -165,7 +176,7 @@ public final class EmbeddedQueen {
       }
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
-          pollInterval, closeGrace, listen, janitor, kvMaxReadBytes);
+          pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry);
     }
 
     private static void between(String field, Duration d, Duration min, Duration max) {

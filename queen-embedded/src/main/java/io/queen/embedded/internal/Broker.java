@@ -45,14 +45,16 @@ public final class Broker {
   private final JsonCodec codec;
   private final String node;
   private final Wakeups wakeups;
+  private final Metrics metrics;
   private final String pushSql;
   private final String popSql;
   private final String ackSql;
   private final String renewSql;
   private final String releaseSql;
 
-  public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups) {
+  public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics) {
     this.ds = ds;
+    this.metrics = metrics;
     this.schema = Sql.quoteIdent(schema);
     this.codec = codec;
     this.node = node;
@@ -90,6 +92,7 @@ public final class Broker {
     Prepared p = prepare(items, defaultQueue);
     List<PushResult> res = Sql.inTransaction(ds, "push", c -> push(c, p));
     afterCommit(p.queueSet());
+    metrics.pushed(res);
     return res;
   }
 
@@ -188,7 +191,7 @@ public final class Broker {
 
   /** Pops once, without waiting (one statement, its own transaction). */
   public List<Message> pop(PopRequest r) {
-    return Sql.autoCommit(ds, "pop", c -> {
+    List<Message> got = Sql.autoCommit(ds, "pop", c -> {
       try (PreparedStatement st = c.prepareStatement(popSql)) {
         st.setString(1, r.queue());
         st.setString(2, r.group());
@@ -216,6 +219,8 @@ public final class Broker {
         return out;
       }
     });
+    metrics.delivered(r.queue(), r.group(), got);
+    return got;
   }
 
   // -------------------------------------------------------------------------------------------- ack
@@ -231,9 +236,24 @@ public final class Broker {
     }
   }
 
-  /** Acknowledges in a transaction Queen owns. */
+  /**
+   * Acknowledges in a transaction Queen owns. Retried on a fresh connection when the connection is lost:
+   * an ack is idempotent under its lease (offsets at or below the cursor report ACKED, a lease the first
+   * try released reports LEASE_LOST and changes nothing).
+   */
   public List<AckResult> ack(List<AckRequest> acks) {
-    return Sql.inTransaction(ds, "ack", c -> ack(c, acks));
+    List<AckResult> res = Sql.idempotent(ds, "ack", false, c -> ack(c, acks));
+    if (metrics != Metrics.NOOP) {
+      for (int i = 0; i < res.size(); i++) {
+        Message m = acks.get(i).message();
+        metrics.acked(m.queue(), m.consumerGroup(), List.of(res.get(i)));
+      }
+    }
+    return res;
+  }
+
+  public Metrics metrics() {
+    return metrics;
   }
 
   /**
@@ -295,7 +315,7 @@ public final class Broker {
     if (leased.isEmpty()) {
       return 0;
     }
-    return Sql.autoCommit(ds, "renew", c -> leaseCall(c, renewSql, leased, true));
+    return Sql.idempotent(ds, "renew", true, c -> leaseCall(c, renewSql, leased, true));
   }
 
   /** Gives leases back without counting an attempt. */
@@ -303,7 +323,7 @@ public final class Broker {
     if (leased.isEmpty()) {
       return 0;
     }
-    return Sql.autoCommit(ds, "release", c -> leaseCall(c, releaseSql, leased, false));
+    return Sql.idempotent(ds, "release", true, c -> leaseCall(c, releaseSql, leased, false));
   }
 
   private static int leaseCall(Connection c, String sql, List<Message> leased, boolean countRows) throws SQLException {

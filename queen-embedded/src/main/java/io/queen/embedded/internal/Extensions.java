@@ -2,18 +2,37 @@ package io.queen.embedded.internal;
 
 import io.queen.Kv;
 import io.queen.Transaction;
+import io.queen.embedded.internal.kv.KvImpl;
+import io.queen.embedded.internal.kv.KvStore;
+import io.queen.embedded.internal.kv.KvSweeper;
+import io.queen.embedded.internal.tx.TransactionImpl;
+import java.util.concurrent.TimeUnit;
 
 /** Wires the KV store, the transaction bundle and the janitor into a node. */
 final class Extensions {
+  /** How often the janitor runs a sweep round. */
+  static final long JANITOR_PERIOD_MS = 5_000;
+
   private Extensions() {}
 
-  static Kv kv(QueenImpl q) {
-    return null;
+  static KvStore kvStore(QueenImpl q) {
+    return new KvStore(q.config().schema(), q.codec(), q.config().kvMaxReadBytes());
   }
 
-  static Transaction transaction(QueenImpl q) {
-    throw new UnsupportedOperationException("transactions are not wired yet");
+  static Kv kv(QueenImpl q, KvStore store) {
+    return new KvImpl(q.dataSource(), store);
   }
 
-  static void startJanitor(QueenImpl q) {}
+  static Transaction transaction(QueenImpl q, KvStore store) {
+    return new TransactionImpl(q.broker(), store, q.broker()::afterCommit);
+  }
+
+  /** The janitor: expired KV rows, one node at a time (the sweeper takes an advisory lock per batch). */
+  static void startJanitor(QueenImpl q) {
+    if (!q.config().janitor()) {
+      return;
+    }
+    KvSweeper sweeper = new KvSweeper(q.dataSource(), q.config().schema());
+    q.scheduler().scheduleWithFixedDelay(sweeper, JANITOR_PERIOD_MS, JANITOR_PERIOD_MS, TimeUnit.MILLISECONDS);
+  }
 }

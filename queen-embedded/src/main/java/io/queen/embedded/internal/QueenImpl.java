@@ -38,12 +38,14 @@ public final class QueenImpl implements Queen {
   private final HikariDataSource ownPool;
   private final JsonCodec codec;
   private final Wakeups wakeups;
+  private final Metrics metrics;
   private final Broker broker;
   private final StatusReader status;
   private final ScheduledExecutorService scheduler;
   private final Set<SubscriptionImpl> subscriptions = ConcurrentHashMap.newKeySet();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicInteger threadCount = new AtomicInteger();
+  private final io.queen.embedded.internal.kv.KvStore kvStore;
   private final Kv kv;
 
   private QueenImpl(QueenConfig config, DataSource ds, HikariDataSource ownPool) {
@@ -52,10 +54,12 @@ public final class QueenImpl implements Queen {
     this.ownPool = ownPool;
     this.codec = new JsonCodec(config.mapper());
     this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
-    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups);
+    this.metrics = config.meterRegistry() == null ? Metrics.NOOP : new MicrometerMetrics(config.meterRegistry());
+    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics);
     this.status = new StatusReader(ds, broker.schema());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
-    this.kv = Extensions.kv(this);
+    this.kvStore = Extensions.kvStore(this);
+    this.kv = Extensions.kv(this, kvStore);
   }
 
   /** Validated config in; a started node out. */
@@ -79,6 +83,7 @@ public final class QueenImpl implements Queen {
         q.wakeups.startListener();
       }
       Extensions.startJanitor(q);
+      q.metrics.bindStatus(q);
       LOG.info("{} - Queen started: {}", config.nodeId(), config.describe());
       return q;
     } catch (RuntimeException e) {
@@ -218,7 +223,7 @@ public final class QueenImpl implements Queen {
   @Override
   public Transaction transaction() {
     checkOpen();
-    return Extensions.transaction(this);
+    return Extensions.transaction(this, kvStore);
   }
 
   @Override

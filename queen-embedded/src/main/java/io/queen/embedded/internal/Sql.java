@@ -59,6 +59,16 @@ public final class Sql {
     return false;
   }
 
+  /**
+   * Whether the connection died under the statement: class 08 (connection exception) or the server
+   * ending the session (57P01 admin shutdown / {@code pg_terminate_backend}, 57P02 crash shutdown,
+   * 57P03 cannot connect now). The outcome of a statement that was running is then unknown.
+   */
+  public static boolean isConnectionLoss(SQLException e) {
+    String s = e.getSQLState();
+    return s != null && (s.startsWith("08") || s.equals("57P01") || s.equals("57P02") || s.equals("57P03"));
+  }
+
   /** Whether the same statement may simply be run again in a new transaction (no connection loss). */
   public static boolean isRetriableInTransaction(SQLException e) {
     String s = e.getSQLState();
@@ -119,6 +129,35 @@ public final class Sql {
           continue;
         }
         throw translate(operation, e);
+      }
+    }
+  }
+
+  /** How many times idempotent work is retried on a fresh connection after the connection was lost. */
+  public static final int MAX_CONNECTION_RETRIES = 10;
+  /** Connection-loss retries of idempotent work stop once this long has passed since the first try. */
+  private static final long CONNECTION_RETRY_WINDOW_NANOS = 5_000_000_000L;
+
+  /**
+   * Like {@link #inTransaction} (or {@link #autoCommit} when {@code autoCommit}), for work that may
+   * safely run again when its outcome is unknown (acks, renewals and releases are idempotent under
+   * their lease): a lost connection is also retried, on another connection from the pool, up to
+   * {@link #MAX_CONNECTION_RETRIES} times within 5 s. Without this a consumer whose handlers succeeded
+   * loses their acknowledgements to one terminated backend, and the batch is handled again after the
+   * lease expires.
+   */
+  public static <T> T idempotent(DataSource ds, String operation, boolean autoCommit, TxWork<T> work) {
+    long started = System.nanoTime();
+    for (int attempt = 0; ; attempt++) {
+      try {
+        return autoCommit ? autoCommit(ds, operation, work) : inTransaction(ds, operation, work);
+      } catch (QueenDatabaseException e) {
+        if (attempt < MAX_CONNECTION_RETRIES && System.nanoTime() - started < CONNECTION_RETRY_WINDOW_NANOS
+            && e.getCause() instanceof SQLException se && isConnectionLoss(se)) {
+          backoff(Math.min(attempt, 3));
+          continue;
+        }
+        throw e;
       }
     }
   }

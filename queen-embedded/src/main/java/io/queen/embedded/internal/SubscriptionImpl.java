@@ -142,8 +142,10 @@ final class SubscriptionImpl implements Subscription {
     List<Message> giveBack = new ArrayList<>();
     try {
       if (many != null) {
+        long t0 = System.nanoTime();
         try {
           many.handle(batch);
+          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
           for (Message m : batch) {
             acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
           }
@@ -166,11 +168,14 @@ final class SubscriptionImpl implements Subscription {
               giveBack.add(part.get(0));
               break;
             }
+            long t0 = System.nanoTime();
             try {
               one.handle(m);
+              queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
               acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
               handled.incrementAndGet();
             } catch (Throwable t) {
+              queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
               if (!running.get()) {
                 giveBack.add(part.get(0)); // interrupted by close: not the message's fault
               } else {

@@ -107,15 +107,20 @@ create table ${schema}.redeliveries (
 );
 
 -- ---------------------------------------------------------------------------------------------
--- Clears or sets has_pending of one cursor from the truth, under a SHARE lock on the partition so a
--- push that is taking offsets right now finishes first (its message then counts).
+-- Clears or sets has_pending of one cursor from the truth, under a SHARE lock on the partition. When
+-- a push holds the partition right now, the flag is left set (that push will commit a message, or, if
+-- it rolls back, the next pop finds nothing and clears the flag then): this never waits for a pusher,
+-- so a long application transaction that pushed cannot stall consumers of the partition.
 create function ${schema}.refresh_pending(p_pid bigint, p_group text) returns boolean
 language plpgsql as $$
 declare
   v_next bigint;
   v_pending boolean;
 begin
-  select next_offset into v_next from ${schema}.partitions where id = p_pid for share;
+  select next_offset into v_next from ${schema}.partitions where id = p_pid for share skip locked;
+  if not found then
+    return true;
+  end if;
   select c.committed_offset < v_next - 1
          or exists (select 1 from ${schema}.redeliveries r where r.partition_id = p_pid and r.group_name = p_group)
     into v_pending

@@ -1,0 +1,26 @@
+package io.queen.embedded.internal;
+
+import io.queen.AckResult;
+import io.queen.Message;
+import io.queen.PushResult;
+import java.util.List;
+
+/**
+ * What the broker reports as it works. The default does nothing; {@link MicrometerMetrics} is used when
+ * the application gives a Micrometer {@code MeterRegistry} (micrometer-core is an optional dependency,
+ * loaded only then). Tags are low-cardinality: queue, group — never partition or message id.
+ */
+public interface Metrics {
+  Metrics NOOP = new Metrics() {};
+
+  default void pushed(List<PushResult> results) {}
+
+  default void delivered(String queue, String group, List<Message> messages) {}
+
+  default void acked(String queue, String group, List<AckResult> results) {}
+
+  default void handled(String queue, String group, long nanos, boolean ok) {}
+
+  /** Starts the gauges (lag, pending age) refreshed from status snapshots; returns nothing to stop. */
+  default void bindStatus(QueenImpl queen) {}
+}

@@ -1,0 +1,372 @@
+package io.queen.embedded.internal.kv;
+
+import io.queen.Kv;
+import io.queen.KvEntry;
+import io.queen.KvOptions;
+import io.queen.KvPage;
+import io.queen.KvReason;
+import io.queen.KvWriteResult;
+import io.queen.Names;
+import io.queen.embedded.internal.JsonCodec;
+import io.queen.embedded.internal.Sql;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Types;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+
+/**
+ * Every KV operation as a method on a given {@link Connection}, so the same code runs as its own
+ * transaction ({@link KvImpl}) or inside a bundle ({@code TransactionImpl}). The write rules live in
+ * the SQL functions of {@code V2__kv.sql}; this class checks arguments first (so a bad call fails
+ * before anything is sent) and maps rows to the API's records. Values are never cached.
+ *
+ * <p>Thread-safe (stateless apart from its configuration); the connections are the caller's.
+ */
+public final class KvStore {
+  /** The largest value, in bytes of JSON text (UTF-8): {@value} (64 KiB). */
+  public static final int MAX_VALUE_BYTES = 64 * 1024;
+  /** The most keys one {@code getMany} may ask for: {@value}. */
+  public static final int MAX_MANY_KEYS = Kv.MAX_PAGE;
+  /** SQLState of the argument checks in {@code V2__kv.sql} (invalid_parameter_value). */
+  static final String INVALID_ARGUMENT = "22023";
+
+  private final JsonCodec codec;
+  private final long maxReadBytes;
+  private final String getSql;
+  private final String getManySql;
+  private final String prefixSql;
+  private final String prefixOpenSql;
+  private final String putSql;
+  private final String putIfAbsentSql;
+  private final String incrSql;
+  private final String deleteSql;
+
+  /**
+   * @param schema the schema holding {@code kv} (unquoted; it was validated by the builder)
+   * @param codec values to and from JSON
+   * @param maxReadBytes the byte ceiling of one prefix page ({@code kvMaxReadBytes})
+   */
+  public KvStore(String schema, JsonCodec codec, long maxReadBytes) {
+    this.codec = Objects.requireNonNull(codec, "codec");
+    if (maxReadBytes < 1) {
+      throw new IllegalArgumentException("maxReadBytes must be above zero, was " + maxReadBytes);
+    }
+    this.maxReadBytes = maxReadBytes;
+    String s = Sql.quoteIdent(Objects.requireNonNull(schema, "schema"));
+    String live = "(k.expires_at is null or k.expires_at > now())";
+    this.getSql = "select k.value::text, k.version, k.expires_at from " + s + ".kv k"
+        + " where k.namespace = ? and k.key = ?::text collate \"C\" and " + live;
+    this.getManySql = "select r.key, k.value::text, k.version, k.expires_at"
+        + " from unnest(?::text[]) with ordinality as r(key, ord)"
+        + " left join " + s + ".kv k on k.namespace = ? and k.key = r.key collate \"C\" and " + live
+        + " order by r.ord";
+    String page = "with page as ("
+        + " select k.key, k.value::text as v, k.version, k.expires_at,"
+        + "        octet_length(k.key) + octet_length(k.value::text) as bytes"
+        + "   from " + s + ".kv k"
+        + "  where k.namespace = ?"
+        + "    and k.key >= ?::text collate \"C\" and k.key > ?::text collate \"C\"%s"
+        + "    and starts_with(k.key, ?::text) and " + live
+        + "  order by k.key limit ?),"
+        + " acc as (select p.*, row_number() over w as rn, sum(p.bytes) over w as running, count(*) over () as total"
+        + "   from page p window w as (order by p.key rows between unbounded preceding and current row))"
+        + " select key, v, version, expires_at, total from acc"
+        + "  where rn <= ? and (rn = 1 or running <= ?) order by key";
+    this.prefixSql = String.format(Locale.ROOT, page, " and k.key < ?::text collate \"C\"");
+    this.prefixOpenSql = String.format(Locale.ROOT, page, "");
+    String cols = "select applied, reason, found, value::text, version, expires_at from " + s;
+    this.putSql = cols + ".kv_put(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::bigint)";
+    this.putIfAbsentSql = cols + ".kv_put_if_absent(?::text, ?::text, ?::text, ?::bigint, ?::boolean)";
+    this.incrSql = cols + ".kv_incr(?::text, ?::text, ?::bigint, ?::bigint, ?::boolean, ?::bigint)";
+    this.deleteSql = cols + ".kv_delete(?::text, ?::text, ?::bigint)";
+  }
+
+  /** The byte ceiling of one prefix page. */
+  public long maxReadBytes() {
+    return maxReadBytes;
+  }
+
+  // ------------------------------------------------------------------------------------ preparing
+
+  /** A put (unconditional, or with {@link KvOptions#expect}). */
+  public KvWrite preparePut(String namespace, String key, Object value, KvOptions options) {
+    checkKey(namespace, key);
+    Objects.requireNonNull(options, "options");
+    noMax("put", options);
+    return new KvWrite(KvWrite.Op.PUT, namespace, key, valueJson(value), 0, ttlMillis(options),
+        options.expectVersion(), null, options.isRequired());
+  }
+
+  /** A putIfAbsent (once): {@code expect} is implied (absent) and must not be given. */
+  public KvWrite preparePutIfAbsent(String namespace, String key, Object value, KvOptions options) {
+    checkKey(namespace, key);
+    Objects.requireNonNull(options, "options");
+    noMax("putIfAbsent", options);
+    if (options.expectVersion() != null) {
+      throw new IllegalArgumentException("putIfAbsent takes no expect: it already expects the key to be absent"
+          + " (use put with expect(version) to replace a known version)");
+    }
+    return new KvWrite(KvWrite.Op.PUT_IF_ABSENT, namespace, key, valueJson(value), 0, ttlMillis(options), null,
+        null, options.isRequired());
+  }
+
+  /** An incr: no {@code expect} (incr exists to remove the compare-and-set loop); optional max. */
+  public KvWrite prepareIncr(String namespace, String key, long delta, KvOptions options) {
+    checkKey(namespace, key);
+    Objects.requireNonNull(options, "options");
+    if (options.expectVersion() != null) {
+      throw new IllegalArgumentException("incr takes no expect: it is atomic, and a precondition would bring back"
+          + " the retry loop it exists to remove");
+    }
+    return new KvWrite(KvWrite.Op.INCR, namespace, key, null, delta, ttlMillis(options), null, options.max(),
+        options.isRequired());
+  }
+
+  /** A delete, with an optional expected version (at least 1). */
+  public KvWrite prepareDelete(String namespace, String key, Long expectVersion, boolean required) {
+    checkKey(namespace, key);
+    if (expectVersion != null && expectVersion < 1) {
+      throw new IllegalArgumentException("delete: expect version must be >= 1 (a live key's version), was "
+          + expectVersion);
+    }
+    return new KvWrite(KvWrite.Op.DELETE, namespace, key, null, 0, null, expectVersion, null, required);
+  }
+
+  /** Checks a namespace and a key (charset and length). */
+  public static void checkKey(String namespace, String key) {
+    Names.namespace(namespace);
+    Names.key(key);
+  }
+
+  private String valueJson(Object value) {
+    String json = codec.toJson(value, "value"); // null is stored as a JSON null
+    // a char is at most 3 bytes of UTF-8, so short text needs no counting
+    if (json.length() > MAX_VALUE_BYTES / 3) {
+      int bytes = json.getBytes(StandardCharsets.UTF_8).length;
+      if (bytes > MAX_VALUE_BYTES) {
+        throw new IllegalArgumentException("value is " + bytes + " bytes of JSON; the limit is " + MAX_VALUE_BYTES
+            + " (64 KiB)");
+      }
+    }
+    return json;
+  }
+
+  private static Long ttlMillis(KvOptions o) {
+    if (o.isForever()) {
+      return null;
+    }
+    Duration ttl = o.ttl();
+    try {
+      return ttl.toMillis();
+    } catch (ArithmeticException e) {
+      throw new IllegalArgumentException("ttl " + ttl + " is too long: use Kv.forever()", e);
+    }
+  }
+
+  private static void noMax(String op, KvOptions o) {
+    if (o.max() != null) {
+      throw new IllegalArgumentException(op + " takes no max: max is the ceiling of incr");
+    }
+  }
+
+  // -------------------------------------------------------------------------------------- writing
+
+  /** Runs a prepared write on {@code c} (inside whatever transaction {@code c} is in). */
+  public KvWriteResult write(Connection c, KvWrite w) throws SQLException {
+    String sql = switch (w.op()) {
+      case PUT -> putSql;
+      case PUT_IF_ABSENT -> putIfAbsentSql;
+      case INCR -> incrSql;
+      case DELETE -> deleteSql;
+    };
+    try (PreparedStatement st = c.prepareStatement(sql)) {
+      st.setString(1, w.namespace());
+      st.setString(2, w.key());
+      switch (w.op()) {
+        case PUT, PUT_IF_ABSENT -> {
+          st.setString(3, w.valueJson());
+          setExpiry(st, 4, w);
+          if (w.op() == KvWrite.Op.PUT) {
+            setLong(st, 6, w.expect());
+          }
+        }
+        case INCR -> {
+          st.setLong(3, w.delta());
+          setExpiry(st, 4, w);
+          setLong(st, 6, w.max());
+        }
+        case DELETE -> setLong(st, 3, w.expect());
+      }
+      try (ResultSet rs = st.executeQuery()) {
+        if (!rs.next()) {
+          throw new SQLException("kv " + w.op() + " returned no row");
+        }
+        boolean applied = rs.getBoolean(1);
+        String reason = rs.getString(2);
+        boolean found = rs.getBoolean(3);
+        return new KvWriteResult(w.key(), applied, reason == null ? null : KvReason.valueOf(reason.toUpperCase(Locale.ROOT)),
+            found, found ? codec.parse(rs.getString(4)) : null, rs.getLong(5), instant(rs, 6));
+      }
+    } catch (SQLException e) {
+      throw argumentError(e);
+    }
+  }
+
+  private static void setExpiry(PreparedStatement st, int at, KvWrite w) throws SQLException {
+    setLong(st, at, w.ttlMillis());
+    st.setBoolean(at + 1, w.forever());
+  }
+
+  private static void setLong(PreparedStatement st, int at, Long v) throws SQLException {
+    if (v == null) {
+      st.setNull(at, Types.BIGINT);
+    } else {
+      st.setLong(at, v);
+    }
+  }
+
+  /** An argument check of the SQL functions failed: the caller's mistake, not the database's. */
+  private static SQLException argumentError(SQLException e) {
+    String state = e.getSQLState();
+    // 22023: a check of V2__kv.sql; 22P02/22P05: JSON that jsonb refuses (e.g. the escape backslash-u0000)
+    if (INVALID_ARGUMENT.equals(state) || "22P02".equals(state) || "22P05".equals(state)) {
+      throw new IllegalArgumentException(e.getMessage(), e);
+    }
+    return e;
+  }
+
+  // -------------------------------------------------------------------------------------- reading
+
+  /** One key; {@code found=false} when absent or expired. */
+  public KvEntry get(Connection c, String namespace, String key) throws SQLException {
+    checkKey(namespace, key);
+    try (PreparedStatement st = c.prepareStatement(getSql)) {
+      st.setString(1, namespace);
+      st.setString(2, key);
+      try (ResultSet rs = st.executeQuery()) {
+        if (!rs.next()) {
+          return absent(key);
+        }
+        return new KvEntry(key, true, codec.parse(rs.getString(1)), rs.getLong(2), instant(rs, 3));
+      }
+    }
+  }
+
+  /** Checks the keys of a {@code getMany} and copies them (at most {@value #MAX_MANY_KEYS}). */
+  public static List<String> checkKeys(String namespace, Collection<String> keys) {
+    Names.namespace(namespace);
+    Objects.requireNonNull(keys, "keys");
+    if (keys.size() > MAX_MANY_KEYS) {
+      throw new IllegalArgumentException("getMany: at most " + MAX_MANY_KEYS + " keys, was " + keys.size());
+    }
+    List<String> copy = new ArrayList<>(keys.size());
+    for (String k : keys) {
+      copy.add(Names.key(k));
+    }
+    return copy;
+  }
+
+  /** One row per requested key, in request order (duplicates included). */
+  public List<KvEntry> getMany(Connection c, String namespace, Collection<String> keys) throws SQLException {
+    List<String> ks = checkKeys(namespace, keys);
+    if (ks.isEmpty()) {
+      return List.of();
+    }
+    List<KvEntry> out = new ArrayList<>(ks.size());
+    try (PreparedStatement st = c.prepareStatement(getManySql)) {
+      st.setArray(1, c.createArrayOf("text", ks.toArray()));
+      st.setString(2, namespace);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          String key = rs.getString(1);
+          String v = rs.getString(2);
+          out.add(v == null ? absent(key) : new KvEntry(key, true, codec.parse(v), rs.getLong(3), instant(rs, 4)));
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * A page of the live keys starting with {@code prefix}, in byte order (C collation), after
+   * {@code after} (exclusive), at most {@code limit} keys (clamped to 1..{@value Kv#MAX_PAGE}) and at
+   * most {@link #maxReadBytes()} bytes of keys and values (the first key is always returned, so paging
+   * always progresses). One statement: each page is its own snapshot.
+   */
+  public KvPage getPrefix(Connection c, String namespace, String prefix, String after, int limit) throws SQLException {
+    Names.namespace(namespace);
+    if (prefix == null || prefix.isEmpty()) {
+      throw new IllegalArgumentException("getPrefix requires a non-empty prefix: a namespace is not a table to enumerate");
+    }
+    if (prefix.getBytes(StandardCharsets.UTF_8).length > Names.MAX_KEY_BYTES || prefix.indexOf('\0') >= 0) {
+      throw new IllegalArgumentException("prefix must be at most " + Names.MAX_KEY_BYTES + " UTF-8 bytes, without NUL");
+    }
+    if (after != null) {
+      Names.key(after);
+    }
+    int n = Math.max(1, Math.min(Kv.MAX_PAGE, limit));
+    String upper = upperBound(prefix);
+    List<KvEntry> rows = new ArrayList<>();
+    long total = 0;
+    try (PreparedStatement st = c.prepareStatement(upper == null ? prefixOpenSql : prefixSql)) {
+      int i = 1;
+      st.setString(i++, namespace);
+      st.setString(i++, prefix);
+      st.setString(i++, after == null ? "" : after);
+      if (upper != null) {
+        st.setString(i++, upper);
+      }
+      st.setString(i++, prefix);
+      st.setInt(i++, n + 1);
+      st.setInt(i++, n);
+      st.setLong(i, maxReadBytes);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          rows.add(new KvEntry(rs.getString(1), true, codec.parse(rs.getString(2)), rs.getLong(3), instant(rs, 4)));
+          total = rs.getLong(5);
+        }
+      }
+    }
+    boolean truncated = rows.size() < total;
+    return new KvPage(List.copyOf(rows), truncated, truncated ? rows.get(rows.size() - 1).key() : null);
+  }
+
+  /**
+   * The smallest string greater than every string that starts with {@code prefix}, in code point order
+   * (which is byte order of UTF-8, the C collation): the prefix with its last code point incremented,
+   * after dropping trailing U+10FFFF. {@code null} when there is none.
+   */
+  static String upperBound(String prefix) {
+    int[] cps = prefix.codePoints().toArray();
+    for (int i = cps.length - 1; i >= 0; i--) {
+      if (cps[i] < Character.MAX_CODE_POINT) {
+        int next = cps[i] + 1;
+        if (next == Character.MIN_SURROGATE) {
+          next = Character.MAX_SURROGATE + 1; // surrogates are not characters in UTF-8
+        }
+        cps[i] = next;
+        return new String(cps, 0, i + 1);
+      }
+    }
+    return null;
+  }
+
+  private static KvEntry absent(String key) {
+    return new KvEntry(key, false, null, 0, null);
+  }
+
+  private static Instant instant(ResultSet rs, int col) throws SQLException {
+    OffsetDateTime t = rs.getObject(col, OffsetDateTime.class);
+    return t == null ? null : t.toInstant();
+  }
+}

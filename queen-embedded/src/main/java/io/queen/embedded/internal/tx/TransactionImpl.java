@@ -1,0 +1,372 @@
+package io.queen.embedded.internal.tx;
+
+import io.queen.AckOutcome;
+import io.queen.AckResult;
+import io.queen.AckStatus;
+import io.queen.CommitResult;
+import io.queen.KvEntry;
+import io.queen.KvOptions;
+import io.queen.KvWriteResult;
+import io.queen.Message;
+import io.queen.PushItem;
+import io.queen.PushResult;
+import io.queen.PushStatus;
+import io.queen.Transaction;
+import io.queen.embedded.internal.Broker;
+import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.kv.KvStore;
+import io.queen.embedded.internal.kv.KvWrite;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Savepoint;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.function.Consumer;
+
+/**
+ * A bundle of pushes, acks and KV operations applied as one PostgreSQL transaction.
+ *
+ * <p>Building only records and checks: names, values (serialised now, so a value over 64 KiB fails
+ * here), and the rule that a bundle touches a given key at most once. Nothing is sent before
+ * {@link #commit()} or {@link #commit(Connection)}. The operations then run in the order they were
+ * added, one statement per KV operation and one per run of consecutive pushes or acks. The first
+ * required KV write that does not apply, or the first ack whose lease was lost, stops the bundle and
+ * undoes everything it did; that is a {@link CommitResult} with {@code success=false}, never an
+ * exception.
+ *
+ * <p>Not thread-safe; commit once.
+ */
+public final class TransactionImpl implements Transaction {
+  private final Broker broker;
+  private final KvStore store;
+  private final Consumer<Set<String>> afterCommit;
+  private final List<Op> ops = new ArrayList<>();
+  private final Set<String> touched = new HashSet<>();
+  private boolean done;
+
+  /**
+   * @param broker runs pushes and acks on a given connection; its DataSource is used by {@link #commit()}
+   * @param store runs the KV operations
+   * @param afterCommit called with the queues that got a message, after a successful commit (to wake
+   *     this node's waiters; other nodes learn from the NOTIFY the push sends, delivered at commit)
+   */
+  public TransactionImpl(Broker broker, KvStore store, Consumer<Set<String>> afterCommit) {
+    this.broker = Objects.requireNonNull(broker, "broker");
+    this.store = Objects.requireNonNull(store, "store");
+    this.afterCommit = Objects.requireNonNull(afterCommit, "afterCommit");
+  }
+
+  // --------------------------------------------------------------------------------------- building
+
+  private sealed interface Op permits PushOp, AckOp, WriteOp, GetOp, GetManyOp {}
+
+  private record PushOp(PushItem item) implements Op {}
+
+  private record AckOp(List<Broker.AckRequest> acks) implements Op {}
+
+  private record WriteOp(KvWrite write) implements Op {}
+
+  private record GetOp(String namespace, String key) implements Op {}
+
+  private record GetManyOp(String namespace, List<String> keys) implements Op {}
+
+  private Transaction add(Op op) {
+    ops.add(op);
+    return this;
+  }
+
+  private void open() {
+    if (done) {
+      throw new IllegalStateException("this transaction was already committed; start a new one with queen.transaction()");
+    }
+  }
+
+  /** Records a touch of (namespace, key); a second touch is a mistake the caller must fix. */
+  private void touch(String namespace, String key) {
+    if (!touched.add(namespace + '\0' + key)) {
+      throw new IllegalArgumentException("this transaction already touches key '" + key + "' of namespace '" + namespace
+          + "': a bundle may touch a key at most once, so there is no evaluation order inside it to reason about");
+    }
+  }
+
+  @Override
+  public Transaction push(String queue, String partition, Object payload) {
+    open();
+    Objects.requireNonNull(queue, "queue");
+    return add(new PushOp(PushItem.to(queue, partition, payload)));
+  }
+
+  @Override
+  public Transaction push(PushItem item) {
+    open();
+    Objects.requireNonNull(item, "item");
+    if (item.queue() == null) {
+      throw new IllegalArgumentException("a pushed item in a transaction must name its queue: use PushItem.to(queue, partition, payload)");
+    }
+    return add(new PushOp(item));
+  }
+
+  @Override
+  public Transaction ack(Message message) {
+    return ack(message, AckStatus.COMPLETED, null);
+  }
+
+  @Override
+  public Transaction ack(Message message, AckStatus status, String error) {
+    open();
+    Objects.requireNonNull(message, "message");
+    Objects.requireNonNull(status, "status");
+    return add(new AckOp(List.of(new Broker.AckRequest(message, status, error))));
+  }
+
+  @Override
+  public Transaction ack(List<Message> messages) {
+    open();
+    Objects.requireNonNull(messages, "messages");
+    List<Broker.AckRequest> acks = new ArrayList<>(messages.size());
+    for (int i = 0; i < messages.size(); i++) {
+      acks.add(new Broker.AckRequest(Objects.requireNonNull(messages.get(i), "messages[" + i + "]"),
+          AckStatus.COMPLETED, null));
+    }
+    return add(new AckOp(List.copyOf(acks)));
+  }
+
+  @Override
+  public Transaction put(String namespace, String key, Object value, KvOptions options) {
+    open();
+    KvWrite w = store.preparePut(namespace, key, value, options);
+    touch(namespace, key);
+    return add(new WriteOp(w));
+  }
+
+  @Override
+  public Transaction putIfAbsent(String namespace, String key, Object value, KvOptions options) {
+    open();
+    KvWrite w = store.preparePutIfAbsent(namespace, key, value, options);
+    touch(namespace, key);
+    return add(new WriteOp(w));
+  }
+
+  @Override
+  public Transaction once(String namespace, String key, KvOptions options) {
+    return putIfAbsent(namespace, key, Boolean.TRUE, options);
+  }
+
+  @Override
+  public Transaction incr(String namespace, String key, long delta, KvOptions options) {
+    open();
+    KvWrite w = store.prepareIncr(namespace, key, delta, options);
+    touch(namespace, key);
+    return add(new WriteOp(w));
+  }
+
+  @Override
+  public Transaction delete(String namespace, String key) {
+    open();
+    KvWrite w = store.prepareDelete(namespace, key, null, false);
+    touch(namespace, key);
+    return add(new WriteOp(w));
+  }
+
+  @Override
+  public Transaction delete(String namespace, String key, long expectVersion, boolean required) {
+    open();
+    KvWrite w = store.prepareDelete(namespace, key, expectVersion, required);
+    touch(namespace, key);
+    return add(new WriteOp(w));
+  }
+
+  @Override
+  public Transaction get(String namespace, String key) {
+    open();
+    KvStore.checkKey(namespace, key);
+    touch(namespace, key);
+    return add(new GetOp(namespace, key));
+  }
+
+  @Override
+  public Transaction getMany(String namespace, Collection<String> keys) {
+    open();
+    List<String> ks = KvStore.checkKeys(namespace, keys);
+    Set<String> mine = new HashSet<>();
+    for (String k : ks) {
+      if (!mine.add(k) || touched.contains(namespace + '\0' + k)) {
+        touch(namespace, k); // both touches are known now: fails before anything is recorded
+        mine.add(k);
+      }
+    }
+    for (String k : ks) {
+      touch(namespace, k);
+    }
+    return add(new GetManyOp(namespace, List.copyOf(ks)));
+  }
+
+  // ---------------------------------------------------------------------------------------- commit
+
+  @Override
+  public CommitResult commit() {
+    open();
+    done = true;
+    if (ops.isEmpty()) {
+      return success(new Run());
+    }
+    Run run = Sql.inTransaction(broker.dataSource(), "transaction", c -> {
+      Run r = apply(c);
+      if (r.failure != null) {
+        c.rollback();
+      }
+      return r;
+    });
+    if (run.failure == null && !run.queues.isEmpty()) {
+      afterCommit.accept(run.queues);
+    }
+    return run.failure != null ? run.failure : success(run);
+  }
+
+  @Override
+  public CommitResult commit(Connection connection) {
+    open();
+    Objects.requireNonNull(connection, "connection");
+    try {
+      if (connection.getAutoCommit()) {
+        throw new IllegalStateException("commit(Connection) joins the caller's transaction, but the connection has"
+            + " auto-commit on, so there is no transaction to join: call connection.setAutoCommit(false) first, or"
+            + " use commit() to let Queen own the transaction");
+      }
+    } catch (SQLException e) {
+      throw Sql.translate("transaction", e);
+    }
+    done = true;
+    if (ops.isEmpty()) {
+      return success(new Run());
+    }
+    Run run;
+    Savepoint sp;
+    try {
+      sp = connection.setSavepoint();
+    } catch (SQLException e) {
+      throw Sql.translate("transaction", e);
+    }
+    try {
+      run = apply(connection);
+      if (run.failure != null) {
+        connection.rollback(sp);
+      }
+      connection.releaseSavepoint(sp);
+    } catch (SQLException e) {
+      undo(connection, sp, e);
+      throw Sql.translate("transaction", e);
+    } catch (RuntimeException | Error e) {
+      undo(connection, sp, e);
+      throw e;
+    }
+    if (run.failure == null && !run.queues.isEmpty()) {
+      afterCommit.accept(run.queues); // the caller has not committed yet: the NOTIFY on commit is the real wake-up
+    }
+    return run.failure != null ? run.failure : success(run);
+  }
+
+  /** Rolls back to the bundle's savepoint: undoes the bundle's part only, the caller's transaction is theirs. */
+  private static void undo(Connection c, Savepoint sp, Throwable cause) {
+    try {
+      c.rollback(sp);
+    } catch (SQLException suppressed) {
+      cause.addSuppressed(suppressed);
+    }
+  }
+
+  /** The results of one run of the bundle (a retried transaction starts a new one). */
+  private static final class Run {
+    final List<PushResult> pushes = new ArrayList<>();
+    final List<AckResult> acks = new ArrayList<>();
+    final List<KvWriteResult> writes = new ArrayList<>();
+    final List<KvEntry> reads = new ArrayList<>();
+    final Set<String> queues = new LinkedHashSet<>();
+    CommitResult failure;
+  }
+
+  private static CommitResult success(Run r) {
+    return new CommitResult(true, null, -1, null, 0, List.copyOf(r.pushes), List.copyOf(r.acks), List.copyOf(r.writes),
+        List.copyOf(r.reads));
+  }
+
+  /** Runs the operations in order on {@code c}; stops at the first that fails the bundle. Does not roll back. */
+  private Run apply(Connection c) throws SQLException {
+    Run run = new Run();
+    int i = 0;
+    while (i < ops.size() && run.failure == null) {
+      Op op = ops.get(i);
+      if (op instanceof PushOp) {
+        int end = i;
+        List<PushItem> items = new ArrayList<>();
+        while (end < ops.size() && ops.get(end) instanceof PushOp p) {
+          items.add(p.item());
+          end++;
+        }
+        for (PushResult r : broker.push(c, items, null)) {
+          run.pushes.add(new PushResult(run.pushes.size(), r.queue(), r.partition(), r.status(), r.messageId(), r.offset(),
+              r.transactionId()));
+          if (r.status() == PushStatus.QUEUED) {
+            run.queues.add(r.queue());
+          }
+        }
+        i = end;
+      } else if (op instanceof AckOp) {
+        int end = i;
+        List<Broker.AckRequest> all = new ArrayList<>();
+        List<Integer> owner = new ArrayList<>(); // op index of each request
+        while (end < ops.size() && ops.get(end) instanceof AckOp a) {
+          for (Broker.AckRequest r : a.acks()) {
+            all.add(r);
+            owner.add(end);
+          }
+          end++;
+        }
+        List<AckResult> results = all.isEmpty() ? List.of() : broker.ack(c, all);
+        for (int k = 0; k < results.size(); k++) {
+          if (results.get(k).outcome() == AckOutcome.LEASE_LOST) {
+            int failed = owner.get(k);
+            List<AckResult> mine = new ArrayList<>();
+            for (int j = 0; j < results.size(); j++) {
+              if (owner.get(j) == failed) {
+                mine.add(results.get(j));
+              }
+            }
+            run.failure = new CommitResult(false, CommitResult.Reason.LEASE_LOST, failed, null, 0, List.of(),
+                List.copyOf(mine), List.of(), List.of());
+            break;
+          }
+        }
+        run.acks.addAll(results);
+        i = end;
+      } else if (op instanceof WriteOp w) {
+        KvWriteResult r = store.write(c, w.write());
+        if (!r.applied() && w.write().required()) {
+          run.failure = new CommitResult(false, CommitResult.Reason.KV_PRECONDITION, i, r.value(), r.version(),
+              List.of(), List.of(), List.of(r), List.of());
+        }
+        run.writes.add(r);
+        i++;
+      } else if (op instanceof GetOp g) {
+        run.reads.add(store.get(c, g.namespace(), g.key()));
+        i++;
+      } else if (op instanceof GetManyOp g) {
+        run.reads.addAll(store.getMany(c, g.namespace(), g.keys()));
+        i++;
+      } else {
+        throw new IllegalStateException("unknown operation " + op);
+      }
+    }
+    return run;
+  }
+
+  @Override
+  public String toString() {
+    return "Transaction[" + ops.size() + " operations" + (done ? ", committed" : "") + "]";
+  }
+}

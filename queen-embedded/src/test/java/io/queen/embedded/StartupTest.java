@@ -1,0 +1,106 @@
+package io.queen.embedded;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.queen.Queen;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class StartupTest {
+
+  @Test
+  void nodesStartingAtOnceMigrateOnceWithoutColliding(DataSource ds) throws Exception {
+    int nodes = 4;
+    CyclicBarrier barrier = new CyclicBarrier(nodes);
+    List<CompletableFuture<Queen>> starts = new ArrayList<>();
+    for (int i = 0; i < nodes; i++) {
+      String id = "m" + i;
+      starts.add(CompletableFuture.supplyAsync(() -> {
+        try {
+          barrier.await(10, TimeUnit.SECONDS);
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+        return EmbeddedQueen.builder().dataSource(ds).schema("race").nodeId(id).start();
+      }));
+    }
+    List<Queen> started = new ArrayList<>();
+    try {
+      for (CompletableFuture<Queen> f : starts) {
+        started.add(f.get(30, TimeUnit.SECONDS));
+      }
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+          ResultSet rs = st.executeQuery("select count(*), count(distinct version) from race.schema_version")) {
+        rs.next();
+        assertThat(rs.getInt(1)).isEqualTo(rs.getInt(2)).isGreaterThanOrEqualTo(1);
+      }
+      started.get(0).queue("q").push(Map.of("ok", true));
+      assertThat(started.get(3).queue("q").consumer().pop()).hasSize(1);
+    } finally {
+      started.forEach(Queen::close);
+    }
+  }
+
+  @Test
+  void schemaIsConfigurableAndIsolated(DataSource ds) {
+    try (Queen a = EmbeddedQueen.builder().dataSource(ds).schema("tenant_a").start();
+        Queen b = EmbeddedQueen.builder().dataSource(ds).schema("tenant_b").start()) {
+      a.queue("same").push(Map.of("from", "a"));
+      assertThat(b.queue("same").consumer().pop()).isEmpty();
+      assertThat(a.queue("same").consumer().pop()).hasSize(1);
+    }
+  }
+
+  @Test
+  void ownPoolFromJdbcUrlIsOpenedAndClosed(TestDatabase db) {
+    Queen q = EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), db.user(), db.password()).poolSize(3).schema("own").start();
+    q.queue("x").push(Map.of("a", 1));
+    assertThat(q.queue("x").consumer().pop()).hasSize(1);
+    q.close();
+    q.close();
+  }
+
+  @Test
+  void builderRejectsBadOptionsBeforeStartingAnything(DataSource ds) {
+    assertThatThrownBy(() -> EmbeddedQueen.builder().start()).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("dataSource").hasMessageContaining("jdbcUrl");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).jdbcUrl("jdbc:postgresql://x/y", "u", "p").start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("exactly one");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).schema("Bad-Schema").start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("schema");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).nodeId("bad node").start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("nodeId");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).pollInterval(Duration.ofMillis(1)).start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pollInterval");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).closeGracePeriod(Duration.ofSeconds(-1)).start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("closeGracePeriod");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl("jdbc:mysql://x/y", "u", "p").start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("jdbc:postgresql:");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).kvMaxReadBytes(10).start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("kvMaxReadBytes");
+    // none of these created the default schema
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select count(*) from pg_namespace where nspname = 'queen'")) {
+      rs.next();
+      assertThat(rs.getInt(1)).isZero();
+    } catch (java.sql.SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
