@@ -60,7 +60,7 @@ public final class Broker {
     this.node = node;
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
-        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[])";
+        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?)";
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt from " + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     this.ackSql = "select idx, outcome from " + this.schema
@@ -87,22 +87,37 @@ public final class Broker {
 
   // ------------------------------------------------------------------------------------------- push
 
-  /** Pushes in a transaction Queen owns and wakes local waiters after the commit. */
+  /** Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes. */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
     Prepared p = prepare(items, defaultQueue);
-    List<PushResult> res = Sql.inTransaction(ds, "push", c -> push(c, p));
+    List<PushResult> res = Sql.inTransaction(ds, "push", c -> push(c, p, false));
     afterCommit(p.queueSet());
     metrics.pushed(res);
     return res;
   }
 
-  /** Pushes on the caller's connection, inside the caller's transaction. */
-  public List<PushResult> push(Connection c, List<PushItem> items, String defaultQueue) throws SQLException {
-    return push(c, prepare(items, defaultQueue));
+  /**
+   * Pushes on the caller's connection, inside the caller's transaction.
+   *
+   * @param notifyInTransaction NOTIFY inside the transaction (delivered exactly at its commit): for a
+   *     transaction Queen does not own, where {@link #afterCommit} cannot know when the commit happens
+   */
+  public List<PushResult> push(Connection c, List<PushItem> items, String defaultQueue, boolean notifyInTransaction)
+      throws SQLException {
+    return push(c, prepare(items, defaultQueue), notifyInTransaction);
   }
 
-  /** Wakes this node's waiters of the given queues (call after the pushing transaction committed). */
+  /**
+   * After a pushing transaction committed: wakes this node's waiters of the queues at once, and has the
+   * notifier tell the other nodes.
+   */
   public void afterCommit(Set<String> queues) {
+    wakeLocal(queues);
+    wakeups.notifyOthers(queues);
+  }
+
+  /** Wakes this node's waiters of the queues (they pop, and wait again if nothing is visible yet). */
+  public void wakeLocal(Set<String> queues) {
     for (String q : queues) {
       wakeups.wake(q);
     }
@@ -155,7 +170,7 @@ public final class Broker {
     return new Prepared(qs, ps, pl, tx, tr);
   }
 
-  private List<PushResult> push(Connection c, Prepared p) throws SQLException {
+  private List<PushResult> push(Connection c, Prepared p, boolean notify) throws SQLException {
     List<PushResult> out = new ArrayList<>(p.queues.length);
     try (PreparedStatement st = c.prepareStatement(pushSql)) {
       st.setArray(1, c.createArrayOf("text", p.queues));
@@ -163,6 +178,7 @@ public final class Broker {
       st.setArray(3, c.createArrayOf("text", p.payloads));
       st.setArray(4, c.createArrayOf("text", p.txnIds));
       st.setArray(5, c.createArrayOf("text", p.traceIds));
+      st.setBoolean(6, notify);
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int i = rs.getInt(1) - 1;

@@ -82,6 +82,7 @@ public final class QueenImpl implements Queen {
       if (config.listen()) {
         q.wakeups.startListener();
       }
+      q.wakeups.startNotifier();
       Extensions.startJanitor(q);
       q.metrics.bindStatus(q);
       LOG.info("{} - Queen started: {}", config.nodeId(), config.describe());

@@ -16,7 +16,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Wakes waiting pops when a queue gets a push: from this JVM directly, from other nodes through one
- * LISTEN connection. A notification is only a hint: every waiter also wakes after the poll interval,
+ * LISTEN connection. Other nodes are told by a notifier thread after the pushing transaction committed
+ * (coalesced: one NOTIFY per queue per round), not by a NOTIFY inside the push, because PostgreSQL
+ * serialises the commits of notifying transactions. A notification is only a hint: every waiter also wakes after the poll interval,
  * so a lost notification (a dropped listener connection, a pooler) delays a message, never loses it.
  * The listener reconnects by itself, and wakes every waiter after a reconnect.
  */
@@ -32,6 +34,11 @@ public final class Wakeups implements AutoCloseable {
   private volatile Thread listener;
   private volatile Connection listenConnection;
   private volatile long reconnects;
+  private final java.util.Set<String> toNotify = ConcurrentHashMap.newKeySet();
+  private final ReentrantLock notifyLock = new ReentrantLock();
+  private final Condition notifyNeeded = notifyLock.newCondition();
+  private volatile Thread notifier;
+  private volatile long notifications;
 
   /** Creates thread instances; Queen names them. */
   @FunctionalInterface
@@ -51,6 +58,77 @@ public final class Wakeups implements AutoCloseable {
     Thread t = threads.newThread("listener", this::listenLoop);
     listener = t;
     t.start();
+  }
+
+  /** Starts the notifier thread, which tells other nodes about committed pushes. */
+  public void startNotifier() {
+    Thread t = threads.newThread("notifier", this::notifyLoop);
+    notifier = t;
+    t.start();
+  }
+
+  /**
+   * Asks the notifier to {@code NOTIFY} the queues to the other nodes. Returns at once; requests that
+   * arrive while a notification is being sent are coalesced into the next one (one per queue).
+   */
+  public void notifyOthers(java.util.Set<String> queues) {
+    if (notifier == null || queues.isEmpty()) {
+      return;
+    }
+    toNotify.addAll(queues);
+    notifyLock.lock();
+    try {
+      notifyNeeded.signal();
+    } finally {
+      notifyLock.unlock();
+    }
+  }
+
+  /** NOTIFY statements sent so far (each may cover several queues and several pushes). */
+  public long notificationsSent() {
+    return notifications;
+  }
+
+  private void notifyLoop() {
+    String sql = "select pg_notify(?, q) from unnest(?::text[]) as q";
+    while (running) {
+      notifyLock.lock();
+      try {
+        while (toNotify.isEmpty() && running) {
+          notifyNeeded.await(1, TimeUnit.SECONDS);
+        }
+      } catch (InterruptedException e) {
+        if (!running) {
+          break;
+        }
+      } finally {
+        notifyLock.unlock();
+      }
+      if (toNotify.isEmpty()) {
+        continue;
+      }
+      java.util.List<String> batch = new java.util.ArrayList<>(toNotify);
+      toNotify.removeAll(batch);
+      try (Connection c = ds.getConnection(); java.sql.PreparedStatement st = c.prepareStatement(sql)) {
+        if (!c.getAutoCommit()) {
+          c.setAutoCommit(true);
+        }
+        st.setString(1, channel);
+        st.setArray(2, c.createArrayOf("text", batch.toArray()));
+        st.execute();
+        notifications++;
+      } catch (SQLException | RuntimeException e) {
+        // a hint only: waiters on other nodes poll; do not spin on a broken database
+        LOG.debug("{} - could not notify other nodes about {}: {}", node, batch, e.toString());
+        try {
+          TimeUnit.MILLISECONDS.sleep(100);
+        } catch (InterruptedException ie) {
+          if (!running) {
+            break;
+          }
+        }
+      }
+    }
   }
 
   /** The current version of a queue's signal; pass it to {@link #await} after an empty pop. */
@@ -155,6 +233,20 @@ public final class Wakeups implements AutoCloseable {
   public void close() {
     running = false;
     wakeAll();
+    Thread n = notifier;
+    if (n != null) {
+      notifyLock.lock();
+      try {
+        notifyNeeded.signalAll();
+      } finally {
+        notifyLock.unlock();
+      }
+      try {
+        n.join(2000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
     Thread t = listener;
     if (t != null) {
       try {

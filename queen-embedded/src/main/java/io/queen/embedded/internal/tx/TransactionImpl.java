@@ -52,8 +52,8 @@ public final class TransactionImpl implements Transaction {
   /**
    * @param broker runs pushes and acks on a given connection; its DataSource is used by {@link #commit()}
    * @param store runs the KV operations
-   * @param afterCommit called with the queues that got a message, after a successful commit (to wake
-   *     this node's waiters; other nodes learn from the NOTIFY the push sends, delivered at commit)
+   * @param afterCommit called with the queues that got a message, after a successful commit Queen owns
+   *     (wakes this node's waiters and notifies the other nodes)
    */
   public TransactionImpl(Broker broker, KvStore store, Consumer<Set<String>> afterCommit) {
     this.broker = Objects.requireNonNull(broker, "broker");
@@ -216,7 +216,7 @@ public final class TransactionImpl implements Transaction {
       return success(new Run());
     }
     Run run = Sql.inTransaction(broker.dataSource(), "transaction", c -> {
-      Run r = apply(c);
+      Run r = apply(c, false);
       if (r.failure != null) {
         c.rollback();
       }
@@ -253,7 +253,7 @@ public final class TransactionImpl implements Transaction {
       throw Sql.translate("transaction", e);
     }
     try {
-      run = apply(connection);
+      run = apply(connection, true);
       if (run.failure != null) {
         connection.rollback(sp);
       }
@@ -266,7 +266,7 @@ public final class TransactionImpl implements Transaction {
       throw e;
     }
     if (run.failure == null && !run.queues.isEmpty()) {
-      afterCommit.accept(run.queues); // the caller has not committed yet: the NOTIFY on commit is the real wake-up
+      broker.wakeLocal(run.queues); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
     }
     return run.failure != null ? run.failure : success(run);
   }
@@ -296,7 +296,7 @@ public final class TransactionImpl implements Transaction {
   }
 
   /** Runs the operations in order on {@code c}; stops at the first that fails the bundle. Does not roll back. */
-  private Run apply(Connection c) throws SQLException {
+  private Run apply(Connection c, boolean notifyInTransaction) throws SQLException {
     Run run = new Run();
     int i = 0;
     while (i < ops.size() && run.failure == null) {
@@ -308,7 +308,7 @@ public final class TransactionImpl implements Transaction {
           items.add(p.item());
           end++;
         }
-        for (PushResult r : broker.push(c, items, null)) {
+        for (PushResult r : broker.push(c, items, null, notifyInTransaction)) {
           run.pushes.add(new PushResult(run.pushes.size(), r.queue(), r.partition(), r.status(), r.messageId(), r.offset(),
               r.transactionId()));
           if (r.status() == PushStatus.QUEUED) {
