@@ -90,7 +90,8 @@ public final class Broker {
   /** Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes. */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
     Prepared p = prepare(items, defaultQueue);
-    List<PushResult> res = Sql.inTransaction(ds, "push", c -> push(c, p, false));
+    // one statement: auto-commit saves the BEGIN/COMMIT round trips
+    List<PushResult> res = Sql.autoCommit(ds, "push", c -> push(c, p, false));
     afterCommit(p.queueSet());
     metrics.pushed(res);
     return res;
@@ -258,7 +259,7 @@ public final class Broker {
    * try released reports LEASE_LOST and changes nothing).
    */
   public List<AckResult> ack(List<AckRequest> acks) {
-    List<AckResult> res = Sql.idempotent(ds, "ack", false, c -> ack(c, acks));
+    List<AckResult> res = Sql.idempotent(ds, "ack", true, c -> ack(c, acks));
     if (metrics != Metrics.NOOP) {
       for (int i = 0; i < res.size(); i++) {
         Message m = acks.get(i).message();

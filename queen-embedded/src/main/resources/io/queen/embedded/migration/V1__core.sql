@@ -225,12 +225,14 @@ begin
   end if;
 
   -- the fast path: every queue and partition exists already (one statement)
-  select array_agg(pp.id order by x.i), array_agg(pp.queue_id order by x.i), bool_and(pp.id is not null),
+  -- (lateral probes so each item is one lookup on (queue_id, name) whatever the statistics say)
+  select array_agg(pp.id order by x.i), array_agg(q.id order by x.i), bool_and(pp.id is not null),
          coalesce(bool_or(q.max_size > 0), false)
     into v_pids, v_qids, v_all, v_bounded
     from unnest(p_queues, p_partitions) with ordinality as x(qn, p, i)
-    left join ${schema}.queues q on q.name = x.qn
-    left join ${schema}.partitions pp on pp.queue_id = q.id and pp.name = x.p;
+    left join lateral (select qq.id, qq.max_size from ${schema}.queues qq where qq.name = x.qn offset 0) q on true
+    left join lateral (select pp0.id from ${schema}.partitions pp0
+                        where pp0.queue_id = q.id and pp0.name = x.p offset 0) pp on true;
 
   if not v_all then
     -- queues and partitions, created on first push
@@ -242,11 +244,11 @@ begin
     with pairs as (
       select distinct q.id as qid, x.p
         from unnest(p_queues, p_partitions) as x(qn, p)
-        join ${schema}.queues q on q.name = x.qn),
+        join lateral (select qq.id from ${schema}.queues qq where qq.name = x.qn offset 0) q on true),
     ins as (
       insert into ${schema}.partitions(queue_id, name)
       select pairs.qid, pairs.p from pairs
-       where not exists (select 1 from ${schema}.partitions pp where pp.queue_id = pairs.qid and pp.name = pairs.p)
+       where not exists (select 1 from ${schema}.partitions pp where pp.queue_id = pairs.qid and pp.name = pairs.p offset 0)
       on conflict (queue_id, name) do nothing
       returning id)
     select array_agg(id) into v_new from ins;
@@ -261,11 +263,12 @@ begin
       on conflict do nothing;
     end if;
 
-    select array_agg(pp.id order by x.i), array_agg(pp.queue_id order by x.i), coalesce(bool_or(q.max_size > 0), false)
+    select array_agg(pp.id order by x.i), array_agg(q.id order by x.i), coalesce(bool_or(q.max_size > 0), false)
       into v_pids, v_qids, v_bounded
       from unnest(p_queues, p_partitions) with ordinality as x(qn, p, i)
-      join ${schema}.queues q on q.name = x.qn
-      join ${schema}.partitions pp on pp.queue_id = q.id and pp.name = x.p;
+      join lateral (select qq.id, qq.max_size from ${schema}.queues qq where qq.name = x.qn offset 0) q on true
+      join lateral (select pp0.id from ${schema}.partitions pp0
+                     where pp0.queue_id = q.id and pp0.name = x.p offset 0) pp on true;
   end if;
 
   -- bounded queues: one pusher at a time per queue, so the size check is exact
@@ -393,6 +396,11 @@ declare
   v_lease uuid;
   v_delay_cut bigint;
 begin
+  if not p_auto_ack then
+    -- a lease lost in a database crash only makes its messages deliverable again sooner, so the pop
+    -- need not wait for its WAL flush (an auto-ack pop moves the cursor, which must be durable)
+    perform set_config('synchronous_commit', 'off', true);
+  end if;
   v_qid := ${schema}.ensure_queue(p_queue);
   select * into q from ${schema}.queues where id = v_qid;
   perform ${schema}.ensure_group(v_qid, p_group, p_mode, p_from);
@@ -535,8 +543,11 @@ declare
   n int := coalesce(cardinality(p_pids), 0);
   v_out text[];
   k record;
-  it record;
   c record;
+  j int;
+  v_o bigint;
+  v_st text;
+  v_err text;
   v_committed bigint;
   v_ahead bigint[];
   v_attempts int;
@@ -545,6 +556,8 @@ declare
   v_released boolean;
   v_head_changed boolean;
   v_ra int;
+  v_fast_pids bigint[];
+  v_fast_groups text[];
 begin
   if n = 0 then
     return;
@@ -555,8 +568,54 @@ begin
   end if;
   v_out := array_fill(null::text, array[n]);
 
-  for k in select distinct x.pid, x.grp, x.lease
-             from unnest(p_pids, p_groups, p_leases) as x(pid, grp, lease)
+  -- The common case in one statement: every item of a lease COMPLETED, covering exactly the leased
+  -- range, under a live lease. The cursor moves to the end of the range and the lease is released.
+  with g as (
+    select x.pid, x.grp, x.lease, min(x.o) as mn, max(x.o) as mx, count(distinct x.o) as nd,
+           bool_and(x.st = 'COMPLETED') as ok
+      from unnest(p_pids, p_groups, p_leases, p_offsets, p_statuses) as x(pid, grp, lease, o, st)
+     group by x.pid, x.grp, x.lease),
+  target as (
+    select cu.partition_id, cu.group_name, g.mx
+      from g
+      join ${schema}.cursors cu on cu.partition_id = g.pid and cu.group_name = g.grp
+     where g.ok and cu.lease_id = g.lease and cu.lease_expires_at > now() and cu.lease_redrive is null
+       and cu.acked_ahead is null and g.mn = cu.committed_offset + 1 and g.mx = cu.lease_to
+       and g.nd = g.mx - g.mn + 1
+     order by cu.partition_id, cu.group_name
+       for update of cu),
+  done as (
+    update ${schema}.cursors cu
+       set committed_offset = t.mx, attempts = 0, last_error = null, retry_at = null, acked_ahead = null,
+           lease_id = null, lease_owner = null, lease_expires_at = null, lease_from = null, lease_to = null
+      from target t
+     where cu.partition_id = t.partition_id and cu.group_name = t.group_name
+    returning cu.partition_id, cu.group_name, cu.committed_offset)
+  select array_agg(d.partition_id), array_agg(d.group_name) into v_fast_pids, v_fast_groups from done d;
+
+  if v_fast_pids is not null then
+    for k in select f.pid, f.grp from unnest(v_fast_pids, v_fast_groups) as f(pid, grp)
+               join ${schema}.cursors cu on cu.partition_id = f.pid and cu.group_name = f.grp
+               join ${schema}.partitions p on p.id = f.pid
+              where cu.committed_offset >= p.next_offset - 1 loop
+      perform ${schema}.refresh_pending(k.pid, k.grp);
+    end loop;
+    for k in select x.i from unnest(p_pids, p_groups) with ordinality as x(pid, grp, i)
+               join unnest(v_fast_pids, v_fast_groups) as f(pid, grp) on f.pid = x.pid and f.grp = x.grp loop
+      v_out[k.i] := 'ACKED';
+    end loop;
+  end if;
+
+  -- Everything else, one (partition, group, lease) at a time, items in offset order.
+  for k in select x.pid, x.grp, x.lease,
+                  array_agg(x.i order by x.o, x.i) as idxs, array_agg(x.o order by x.o, x.i) as offs,
+                  array_agg(x.st order by x.o, x.i) as sts, array_agg(x.err order by x.o, x.i) as errs
+             from unnest(p_pids, p_groups, p_leases, p_offsets, p_statuses, p_errors)
+                  with ordinality as x(pid, grp, lease, o, st, err, i)
+            where v_fast_pids is null
+               or not exists (select 1 from unnest(v_fast_pids, v_fast_groups) as f(pid, grp)
+                               where f.pid = x.pid and f.grp = x.grp)
+            group by x.pid, x.grp, x.lease
             order by x.pid, x.grp loop
     select cu.*, q.retry_limit, q.retry_delay_ms, q.dead_letter, q.id as qid
       into c
@@ -564,39 +623,37 @@ begin
      where cu.partition_id = k.pid and cu.group_name = k.grp
        for update of cu;
     if not found or c.lease_id is null or c.lease_id is distinct from k.lease or c.lease_expires_at <= now() then
-      for it in select x.i from unnest(p_pids, p_groups, p_leases) with ordinality as x(pid, grp, lease, i)
-                 where x.pid = k.pid and x.grp = k.grp and x.lease is not distinct from k.lease loop
-        v_out[it.i] := 'LEASE_LOST';
+      for j in 1 .. cardinality(k.idxs) loop
+        v_out[k.idxs[j]] := 'LEASE_LOST';
       end loop;
       continue;
     end if;
 
     -- a redelivered dead letter
     if c.lease_redrive is not null then
-      for it in select x.i, x.o, x.st, x.err
-                  from unnest(p_pids, p_groups, p_leases, p_offsets, p_statuses, p_errors)
-                       with ordinality as x(pid, grp, lease, o, st, err, i)
-                 where x.pid = k.pid and x.grp = k.grp and x.lease = k.lease order by x.o loop
-        if it.o <> c.lease_redrive or v_out[it.i] is not null then
-          v_out[it.i] := 'LEASE_LOST';
+      for j in 1 .. cardinality(k.idxs) loop
+        v_o := k.offs[j];
+        v_st := k.sts[j];
+        if v_o <> c.lease_redrive or (j > 1 and k.offs[j - 1] = v_o) then
+          v_out[k.idxs[j]] := 'LEASE_LOST';
           continue;
         end if;
-        if it.st = 'COMPLETED' then
+        if v_st = 'COMPLETED' then
           delete from ${schema}.redeliveries r
-           where r.partition_id = k.pid and r.group_name = k.grp and r."offset" = it.o;
-          v_out[it.i] := 'ACKED';
+           where r.partition_id = k.pid and r.group_name = k.grp and r."offset" = v_o;
+          v_out[k.idxs[j]] := 'ACKED';
         else
           update ${schema}.redeliveries r set attempts = r.attempts + 1,
                  retry_at = now() + ((c.retry_delay_ms) * interval '1 millisecond')
-           where r.partition_id = k.pid and r.group_name = k.grp and r."offset" = it.o
+           where r.partition_id = k.pid and r.group_name = k.grp and r."offset" = v_o
            returning r.attempts into v_ra;
-          if it.st = 'DEAD_LETTER' or v_ra > c.retry_limit then
-            perform ${schema}.dead_letter(c.qid, c.dead_letter, k.pid, it.o, k.grp, it.err, v_ra);
+          if v_st = 'DEAD_LETTER' or v_ra > c.retry_limit then
+            perform ${schema}.dead_letter(c.qid, c.dead_letter, k.pid, v_o, k.grp, k.errs[j], v_ra);
             delete from ${schema}.redeliveries r
-             where r.partition_id = k.pid and r.group_name = k.grp and r."offset" = it.o;
-            v_out[it.i] := 'DEAD_LETTERED';
+             where r.partition_id = k.pid and r.group_name = k.grp and r."offset" = v_o;
+            v_out[k.idxs[j]] := 'DEAD_LETTERED';
           else
-            v_out[it.i] := 'RETRY_SCHEDULED';
+            v_out[k.idxs[j]] := 'RETRY_SCHEDULED';
           end if;
         end if;
       end loop;
@@ -615,54 +672,53 @@ begin
     v_released := false;
     v_head_changed := false;
 
-    for it in select x.i, x.o, x.st, x.err
-                from unnest(p_pids, p_groups, p_leases, p_offsets, p_statuses, p_errors)
-                     with ordinality as x(pid, grp, lease, o, st, err, i)
-               where x.pid = k.pid and x.grp = k.grp and x.lease = k.lease
-               order by x.o, x.i loop
+    for j in 1 .. cardinality(k.idxs) loop
+      v_o := k.offs[j];
+      v_st := k.sts[j];
+      v_err := k.errs[j];
       if v_released then
-        v_out[it.i] := 'REDELIVER';
-      elsif it.o <= v_committed or it.o = any(v_ahead) then
-        v_out[it.i] := 'ACKED';
-      elsif it.o < c.lease_from or it.o > c.lease_to then
-        v_out[it.i] := 'LEASE_LOST';
-      elsif it.st = 'COMPLETED' then
-        if it.o = v_committed + 1 then
-          v_committed := it.o;
+        v_out[k.idxs[j]] := 'REDELIVER';
+      elsif v_o <= v_committed or v_o = any(v_ahead) then
+        v_out[k.idxs[j]] := 'ACKED';
+      elsif v_o < c.lease_from or v_o > c.lease_to then
+        v_out[k.idxs[j]] := 'LEASE_LOST';
+      elsif v_st = 'COMPLETED' then
+        if v_o = v_committed + 1 then
+          v_committed := v_o;
           v_head_changed := true;
           while v_committed + 1 = any(v_ahead) loop
             v_committed := v_committed + 1;
           end loop;
         else
-          v_ahead := v_ahead || it.o;
+          v_ahead := v_ahead || v_o;
         end if;
-        v_out[it.i] := 'ACKED';
-      elsif it.o = v_committed + 1 then
+        v_out[k.idxs[j]] := 'ACKED';
+      elsif v_o = v_committed + 1 then
         -- the head failed
         if v_head_changed then
           v_attempts := 0;
           v_head_changed := false;
         end if;
         v_attempts := v_attempts + 1;
-        if it.st = 'DEAD_LETTER' or v_attempts > c.retry_limit then
-          perform ${schema}.dead_letter(c.qid, c.dead_letter, k.pid, it.o, k.grp, it.err, v_attempts);
-          v_committed := it.o;
+        if v_st = 'DEAD_LETTER' or v_attempts > c.retry_limit then
+          perform ${schema}.dead_letter(c.qid, c.dead_letter, k.pid, v_o, k.grp, v_err, v_attempts);
+          v_committed := v_o;
           v_head_changed := true;
           while v_committed + 1 = any(v_ahead) loop
             v_committed := v_committed + 1;
           end loop;
-          v_out[it.i] := 'DEAD_LETTERED';
+          v_out[k.idxs[j]] := 'DEAD_LETTERED';
         else
-          v_error := it.err;
+          v_error := v_err;
           v_retry_at := now() + ((c.retry_delay_ms) * interval '1 millisecond');
           v_released := true;
-          v_out[it.i] := 'RETRY_SCHEDULED';
+          v_out[k.idxs[j]] := 'RETRY_SCHEDULED';
         end if;
       else
         -- a failure behind unacknowledged messages: the lease is released and the whole rest is
         -- redelivered; the failure is not counted against a message that is not the head
         v_released := true;
-        v_out[it.i] := 'RETRY_SCHEDULED';
+        v_out[k.idxs[j]] := 'RETRY_SCHEDULED';
       end if;
     end loop;
 

@@ -1,0 +1,1024 @@
+package io.queen.examples.bench;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.queen.AckResult;
+import io.queen.ConsumerBuilder;
+import io.queen.Json;
+import io.queen.Message;
+import io.queen.PushItem;
+import io.queen.Queen;
+import io.queen.QueueClient;
+import io.queen.Subscription;
+import io.queen.SubscriptionMode;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.examples.bench.ThroughputRunner.Result;
+import io.queen.examples.bench.ThroughputRunner.Window;
+import io.queen.examples.bench.ThroughputRunner.Worker;
+import io.queen.testkit.PostgresServer;
+import io.queen.testkit.TestDatabase;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * The benchmark of issue 2, section 5: every Queen figure is measured side by side with a raw-JDBC baseline in the same run,
+ * on the same database, with the same number of threads. Prints a table, then one line per figure:
+ * {@code RATIO <name> <value>} and {@code FIGURE <name> <value> <unit>}.
+ *
+ * <pre>
+ * mvn -B -q -pl examples exec:java -Dexec.mainClass=io.queen.examples.bench.QueenBenchmark [-Dexec.args="--only push_batch1 --seconds 5"]
+ * </pre>
+ *
+ * <p>Options: {@code --only name,name} ({@value #NAMES_TEXT}), {@code --seconds N} (timed window of each throughput phase,
+ * default 8), {@code --warmup N} (seconds, default 2), {@code --scale X} (multiplies the pop+ack backlog and the partition
+ * count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
+ * {@code --latency-batch N}, {@code --latency-partitions N}, and {@code --diagnose} (print the top PostgreSQL wait events of
+ * every phase).
+ *
+ * <p>PostgreSQL: the test kit's embedded server, or {@code QUEEN_TEST_JDBC_URL} (+ {@code _USER}/{@code _PASSWORD}) when set. A fresh
+ * database is created and dropped at the end.
+ *
+ * <p>Method. Each throughput phase starts from a vacuumed, analysed, checkpointed database and a fresh queue (Queen) or an empty
+ * table (raw); it runs {@value #THREADS} threads from a fixed pool, discards a warm-up, and counts messages completed inside the
+ * timed window divided by its length. The raw baselines are the fastest honest plain-JDBC way to do the same work: one
+ * autocommit statement per batch (a single statement is its own transaction, so it saves the BEGIN/COMMIT round trips that
+ * any multi-statement broker operation pays), server-side prepared after pgjdbc's threshold, one pinned connection per thread.
+ */
+public final class QueenBenchmark {
+
+  static final int THREADS = 4;
+  static final int PARTITIONS = 1_000;
+  static final int BATCH = 100;
+  static final int PARTITIONS_PER_BATCH = 10;
+  static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10");
+  static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10";
+
+  private static final String RAW_TABLE = "bench_raw";
+  private static final String RAW_DDL = "CREATE TABLE " + RAW_TABLE + " (id bigserial PRIMARY KEY, partition text NOT NULL, "
+      + "payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())";
+
+  /** Parsed command line. */
+  record Options(Set<String> only, Duration window, Duration warmup, double scale, int popackPartitions, int latencyRate,
+      Duration latencyWindow, int latencyBatch, int latencyPartitions, boolean diagnose) {
+
+    static Options parse(String[] args) {
+      Set<String> only = new LinkedHashSet<>(NAMES);
+      double seconds = 8;
+      double warmup = 2;
+      double scale = 1;
+      int popackPartitions = 0;
+      int latencyRate = 500;
+      double latencySeconds = 10;
+      int latencyBatch = 10;
+      int latencyPartitions = 10;
+      boolean diagnose = false;
+      for (int i = 0; i < args.length; i++) {
+        String a = args[i];
+        if (a.equals("--help") || a.equals("-h")) {
+          throw new UsageException(null);
+        }
+        if (a.equals("--diagnose")) {
+          diagnose = true;
+          continue;
+        }
+        if (!a.startsWith("--")) {
+          throw new UsageException("unexpected argument '" + a + "'");
+        }
+        String key = a;
+        String value;
+        int eq = a.indexOf('=');
+        if (eq > 0) {
+          key = a.substring(0, eq);
+          value = a.substring(eq + 1);
+        } else if (i + 1 < args.length) {
+          value = args[++i];
+        } else {
+          throw new UsageException(a + " needs a value");
+        }
+        try {
+          switch (key) {
+            case "--only" -> {
+              only = new LinkedHashSet<>();
+              for (String n : value.split(",")) {
+                String name = n.trim();
+                if (name.startsWith("latency")) {
+                  name = "latency";
+                }
+                if (!NAMES.contains(name)) {
+                  throw new UsageException("--only: unknown figure '" + n.trim() + "' (known: " + NAMES_TEXT + ")");
+                }
+                only.add(name);
+              }
+            }
+            case "--seconds" -> seconds = range(key, Double.parseDouble(value), 0.5, 3600);
+            case "--warmup" -> warmup = range(key, Double.parseDouble(value), 0, 600);
+            case "--scale" -> scale = range(key, Double.parseDouble(value), 0.01, 100);
+            case "--popack-partitions" -> popackPartitions = (int) range(key, Integer.parseInt(value), 1, 1000);
+            case "--latency-rate" -> latencyRate = (int) range(key, Integer.parseInt(value), 1, 100_000);
+            case "--latency-seconds" -> latencySeconds = range(key, Double.parseDouble(value), 1, 3600);
+            case "--latency-batch" -> latencyBatch = (int) range(key, Integer.parseInt(value), 1, 10_000);
+            case "--latency-partitions" -> latencyPartitions = (int) range(key, Integer.parseInt(value), 1, 1000);
+            default -> throw new UsageException("unknown option " + key);
+          }
+        } catch (NumberFormatException e) {
+          throw new UsageException(key + ": not a number: '" + value + "'");
+        }
+      }
+      return new Options(only, millis(seconds), millis(warmup), scale, popackPartitions, latencyRate, millis(latencySeconds),
+          latencyBatch, latencyPartitions, diagnose);
+    }
+
+    private static double range(String key, double v, double min, double max) {
+      if (!(v >= min && v <= max)) {
+        throw new UsageException(key + " must be between " + fmt(min) + " and " + fmt(max) + ", was " + fmt(v));
+      }
+      return v;
+    }
+
+    private static Duration millis(double seconds) {
+      return Duration.ofMillis(Math.round(seconds * 1000));
+    }
+
+    private static String fmt(double v) {
+      return v == Math.rint(v) ? Long.toString((long) v) : Double.toString(v);
+    }
+  }
+
+  static final class UsageException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    UsageException(String message) {
+      super(message);
+    }
+  }
+
+  /** One line of the table. */
+  private record Row(String name, String queen, String baseline, String unit, String ratio, String target, String verdict,
+      String note) {}
+
+  private final Options options;
+  private final String runId;
+  private final Payloads payloads = new Payloads(4096, 42);
+  private final String[] partitionNames = new String[PARTITIONS];
+  private final List<Row> rows = new ArrayList<>();
+  private final List<String> lines = new ArrayList<>();
+  private final List<String> failures = new ArrayList<>();
+  private TestDatabase db;
+  private HikariDataSource queenPool;
+  private HikariDataSource rawPool;
+  private Queen queen;
+
+  private QueenBenchmark(Options options) {
+    this.options = options;
+    this.runId = Long.toString(System.currentTimeMillis() % 1_000_000_000L, 36);
+    for (int i = 0; i < PARTITIONS; i++) {
+      partitionNames[i] = String.format(Locale.ROOT, "p%04d", i);
+    }
+  }
+
+  public static void main(String[] args) {
+    // The embedded server and the pools log every start line at INFO; keep the table readable unless told otherwise.
+    // Must run before the first logger is made.
+    quiet("io.zonky");
+    quiet("com.zaxxer.hikari");
+    Options options;
+    try {
+      options = Options.parse(args);
+    } catch (UsageException e) {
+      if (e.getMessage() != null) {
+        System.err.println("error: " + e.getMessage());
+      }
+      System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2] [--scale 1]"
+          + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--latency-batch 10]"
+          + " [--latency-partitions 10] [--diagnose]");
+      System.exit(e.getMessage() == null ? 0 : 2);
+      return;
+    }
+    int status;
+    try {
+      status = new QueenBenchmark(options).run();
+    } catch (Throwable t) {
+      t.printStackTrace();
+      status = 1;
+    }
+    System.out.flush();
+    // exec:java runs main inside Maven's JVM and would wait for any stray non-daemon thread; exiting also runs the kit's
+    // shutdown hook that stops the embedded PostgreSQL.
+    System.exit(status);
+  }
+
+  private static void quiet(String logger) {
+    String key = "org.slf4j.simpleLogger.log." + logger;
+    if (System.getProperty(key) == null) {
+      System.setProperty(key, "warn");
+    }
+  }
+
+  private int run() throws Exception {
+    long started = System.nanoTime();
+    PostgresServer server = PostgresServer.get();
+    say("Queen benchmark, run " + runId);
+    say("PostgreSQL: " + server.describe() + " (fsync=" + server.setting("fsync") + ", synchronous_commit="
+        + server.setting("synchronous_commit") + ", shared_buffers=" + server.setting("shared_buffers") + ")");
+    say("Machine: " + Runtime.getRuntime().availableProcessors() + " cores, Java " + System.getProperty("java.version") + ", "
+        + System.getProperty("os.name") + " " + System.getProperty("os.arch"));
+    say("Threads per side: " + THREADS + "; warm-up " + options.warmup().toMillis() / 1000.0 + " s; window "
+        + options.window().toMillis() / 1000.0 + " s; scale " + options.scale() + "; figures: " + String.join(", ", options.only()));
+    try {
+      db = server.createDatabase("bench");
+      queenPool = db.newDataSource(16);
+      rawPool = db.newDataSource(THREADS + 1);
+      try (Connection c = db.connection(); Statement s = c.createStatement()) {
+        s.execute(RAW_DDL);
+      }
+      queen = EmbeddedQueen.builder().dataSource(queenPool).nodeId("bench").start();
+      for (String name : options.only()) {
+        say("");
+        say("== " + name);
+        try {
+          switch (name) {
+            case "push_batch100" -> pushBatch100();
+            case "push_batch1" -> pushBatch1();
+            case "popack_batch100" -> popAckBatch100();
+            case "latency" -> latency();
+            case "pop_100k_vs_10" -> popScale();
+            default -> throw new IllegalStateException(name);
+          }
+        } catch (Exception e) {
+          failures.add(name + ": " + e);
+          rows.add(new Row(name, "-", "-", "", "-", "", "FAILED", e.getMessage()));
+          System.out.println("  FAILED: " + e);
+          e.printStackTrace(System.out);
+        }
+      }
+    } finally {
+      closeAll();
+    }
+    printTable();
+    say(String.format(Locale.ROOT, "Total time %.1f s", (System.nanoTime() - started) / 1e9));
+    for (String f : failures) {
+      say("FAILED " + f);
+    }
+    return failures.isEmpty() ? 0 : 1;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------- push
+
+  /** Queen: batches of 100 payloads over 10 random partitions (10 each) of 1,000. Raw: the same rows in one multi-row INSERT. */
+  private void pushBatch100() throws Exception {
+    Window window = Window.timed(options.warmup(), options.window());
+    String q = queueName("push100");
+    prime(queen.queue(q), partitionNames);
+    Result queenR = measure("push100-queen", THREADS, i -> {
+      QueueClient queue = queen.queue(q);
+      SplittableRandom random = new SplittableRandom(1000 + i);
+      return () -> {
+        int[] parts = pickDistinct(random, PARTITIONS, PARTITIONS_PER_BATCH);
+        List<PushItem> items = new ArrayList<>(BATCH);
+        for (int k = 0; k < BATCH; k++) {
+          items.add(PushItem.of(partitionNames[parts[k / (BATCH / PARTITIONS_PER_BATCH)]], Json.of(payloads.get(random.nextInt()))));
+        }
+        queue.push(items);
+        return BATCH;
+      };
+    }, window);
+    progress("Queen", queenR);
+    deleteQueue(q);
+
+    settle();
+    String sql = multiRowInsert(BATCH);
+    Result rawR = measure("push100-raw", THREADS, i -> {
+      SplittableRandom random = new SplittableRandom(1000 + i);
+      return new RawWorker(rawPool, sql) {
+        @Override
+        public int step() throws SQLException {
+          int[] parts = pickDistinct(random, PARTITIONS, PARTITIONS_PER_BATCH);
+          for (int k = 0; k < BATCH; k++) {
+            ps.setString(2 * k + 1, partitionNames[parts[k / (BATCH / PARTITIONS_PER_BATCH)]]);
+            ps.setString(2 * k + 2, payloads.get(random.nextInt()));
+          }
+          ps.executeUpdate();
+          return BATCH;
+        }
+      };
+    }, window);
+    progress("raw multi-row INSERT", rawR);
+    truncateRaw();
+
+    throughput("push_batch100", queenR, rawR, 0.60, "raw: one INSERT ... VALUES x100 per commit");
+  }
+
+  /** Queen: one message per push to a random partition of 1,000. Raw: one single-row INSERT per commit. */
+  private void pushBatch1() throws Exception {
+    Window window = Window.timed(options.warmup(), options.window());
+    String q = queueName("push1");
+    prime(queen.queue(q), partitionNames);
+    Result queenR = measure("push1-queen", THREADS, i -> {
+      QueueClient queue = queen.queue(q);
+      SplittableRandom random = new SplittableRandom(2000 + i);
+      return () -> {
+        queue.partition(partitionNames[random.nextInt(PARTITIONS)]).push(Json.of(payloads.get(random.nextInt())));
+        return 1;
+      };
+    }, window);
+    progress("Queen", queenR);
+    deleteQueue(q);
+
+    settle();
+    String sql = multiRowInsert(1);
+    Result rawR = measure("push1-raw", THREADS, i -> {
+      SplittableRandom random = new SplittableRandom(2000 + i);
+      return new RawWorker(rawPool, sql) {
+        @Override
+        public int step() throws SQLException {
+          ps.setString(1, partitionNames[random.nextInt(PARTITIONS)]);
+          ps.setString(2, payloads.get(random.nextInt()));
+          ps.executeUpdate();
+          return 1;
+        }
+      };
+    }, window);
+    progress("raw single-row INSERT", rawR);
+    truncateRaw();
+
+    throughput("push_batch1", queenR, rawR, 0.80, "raw: one INSERT per commit");
+  }
+
+  // ------------------------------------------------------------------------------------------------------------- pop+ack
+
+  /**
+   * Drains a backlog spread evenly over 1,000 partitions. Queen: pop(batch 100) then ack(batch) with the queue's own group.
+   * Raw: {@code DELETE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 100) RETURNING}. The window runs from 10 % to
+   * 90 % of the backlog, so neither the cold start nor the ragged end (threads running out of work) is counted.
+   */
+  private void popAckBatch100() throws Exception {
+    // The backlog is filled in rounds of 4,000 messages: 4 per partition.
+    long rounds = Math.max(1, Math.round(100_000 * options.scale() / 4_000));
+    // + one message per partition from priming (Queen) and the same 1,000 rows on the raw side
+    long backlog = rounds * 4_000 + PARTITIONS;
+    long depth = backlog / PARTITIONS;
+    // partitions(n): a pop may lease up to n partitions and takes at most 100 messages over all of them. The default picks
+    // the fewest partitions that can still fill a batch of 100 from this backlog: ceil(100 / messages per partition), so
+    // 1 at the default scale (101 per partition) and 8 at --scale 0.1 (13 per partition). Asking for more than that
+    // makes each pop lock more candidate cursor rows than a full batch needs; asking for fewer makes batches short. A real
+    // consumer would tune it the same way; --popack-partitions overrides it to see the cost of spreading (e.g. 10 x 10).
+    int n = options.popackPartitions() > 0 ? options.popackPartitions() : (int) Math.min(1000, (BATCH + depth - 1) / depth);
+    say("  backlog " + backlog + " messages, " + depth + " per partition; Queen pops use batch(" + BATCH + ").partitions(" + n
+        + ")");
+    Window window = Window.between(backlog / 10, backlog * 9 / 10, options.window().multipliedBy(4), Duration.ofMinutes(2));
+
+    String q = queueName("popack");
+    prime(queen.queue(q), partitionNames);
+    Result fill = fillQueen(q, rounds);
+    progress("  (fill, Queen push of 1,000-message batches)", fill);
+    settle();
+    AtomicLong lost = new AtomicLong();
+    AtomicLong emptyPops = new AtomicLong();
+    Result queenR = measure("popack-queen", THREADS, i -> {
+      ConsumerBuilder consumer = queen.queue(q).consumer().batch(BATCH).partitions(n);
+      return () -> {
+        List<Message> batch = consumer.pop();
+        if (batch.isEmpty()) {
+          emptyPops.incrementAndGet();
+          LockSupport.parkNanos(1_000_000);
+          return 0;
+        }
+        int ok = 0;
+        for (AckResult r : queen.ack(batch)) {
+          if (r.success()) {
+            ok++;
+          } else {
+            lost.incrementAndGet();
+          }
+        }
+        return ok;
+      };
+    }, window);
+    progress("Queen pop+ack", queenR);
+    if (lost.get() > 0 || emptyPops.get() > 0) {
+      say("  note: " + lost.get() + " acks not successful, " + emptyPops.get() + " empty pops");
+    }
+    deleteQueue(q);
+
+    Result rawFill = fillRaw(rounds);
+    try (Connection c = rawPool.getConnection(); PreparedStatement ps = c.prepareStatement("INSERT INTO " + RAW_TABLE
+        + " (partition, payload) SELECT p, j::jsonb FROM unnest(?::text[], ?::text[]) AS u(p, j)")) {
+      String[] texts = new String[PARTITIONS];
+      for (int i = 0; i < PARTITIONS; i++) {
+        texts[i] = payloads.get(i);
+      }
+      ps.setArray(1, c.createArrayOf("text", partitionNames));
+      ps.setArray(2, c.createArrayOf("text", texts));
+      ps.executeUpdate();
+    }
+    progress("  (fill, raw unnest INSERT of 1,000 rows)", rawFill);
+    settle();
+    String sql = "DELETE FROM " + RAW_TABLE + " WHERE id IN (SELECT id FROM " + RAW_TABLE
+        + " ORDER BY id LIMIT " + BATCH + " FOR UPDATE SKIP LOCKED) RETURNING id, partition, payload, created_at";
+    Result rawR = measure("popack-raw", THREADS, i -> new RawWorker(rawPool, sql) {
+      @Override
+      public int step() throws SQLException {
+        int count = 0;
+        try (ResultSet rs = ps.executeQuery()) {
+          while (rs.next()) {
+            rs.getLong(1);
+            rs.getString(2);
+            rs.getString(3);
+            rs.getTimestamp(4);
+            count++;
+          }
+        }
+        return count == 0 ? -1 : count;
+      }
+    }, window);
+    progress("raw SKIP LOCKED delete", rawR);
+    truncateRaw();
+
+    throughput("popack_batch100", queenR, rawR, 0.50, "backlog " + backlog + ", partitions(" + n + ")");
+  }
+
+  /** Pushes {@code rounds} x 4,000 messages: each round puts 4 messages in each of the 1,000 partitions. */
+  private Result fillQueen(String q, long rounds) throws Exception {
+    AtomicLong next = new AtomicLong();
+    long chunks = rounds * 4;
+    return measure("fill-queen", THREADS, i -> {
+      QueueClient queue = queen.queue(q);
+      return () -> {
+        long c = next.getAndIncrement();
+        if (c >= chunks) {
+          return -1;
+        }
+        // chunk c: the 250 partitions p with p % 4 == c % 4, 4 messages each; concurrent chunks touch disjoint partitions
+        List<PushItem> items = new ArrayList<>(1000);
+        for (int k = 0; k < 1000; k++) {
+          int p = (k / 4) * 4 + (int) (c % 4);
+          items.add(PushItem.of(partitionNames[p], Json.of(payloads.get((int) (c * 1000 + k)))));
+        }
+        queue.push(items);
+        return 1000;
+      };
+    }, Window.between(0, chunks * 1000, Duration.ofMinutes(5), Duration.ofMinutes(1)));
+  }
+
+  /**
+   * Brings a fresh queue to a steady state before it is measured: one message in each of its partitions (so they exist), then
+   * {@link #settle()}, whose ANALYZE also makes every pooled session re-plan Queen's statements with statistics that know
+   * the partitions. Without it, a brand-new database runs on plans made while its tables were empty until autovacuum
+   * analyses them (see the report: push of 100 ran ~4x slower that way).
+   */
+  private void prime(QueueClient queue, String[] names) throws Exception {
+    for (int from = 0; from < names.length; from += 1000) {
+      List<PushItem> items = new ArrayList<>(1000);
+      for (int p = from; p < Math.min(names.length, from + 1000); p++) {
+        items.add(PushItem.of(names[p], Json.of(payloads.get(p))));
+      }
+      queue.push(items);
+    }
+    settle();
+  }
+
+  private Result fillRaw(long rounds) throws Exception {
+    AtomicLong next = new AtomicLong();
+    long chunks = rounds * 4;
+    String sql = "INSERT INTO " + RAW_TABLE + " (partition, payload) SELECT p, j::jsonb FROM unnest(?::text[], ?::text[]) AS u(p, j)";
+    return measure("fill-raw", THREADS, i -> new RawWorker(rawPool, sql) {
+      @Override
+      public int step() throws SQLException {
+        long c = next.getAndIncrement();
+        if (c >= chunks) {
+          return -1;
+        }
+        String[] parts = new String[1000];
+        String[] texts = new String[1000];
+        for (int k = 0; k < 1000; k++) {
+          parts[k] = partitionNames[(k / 4) * 4 + (int) (c % 4)];
+          texts[k] = payloads.get((int) (c * 1000 + k));
+        }
+        Array a = ps.getConnection().createArrayOf("text", parts);
+        Array b = ps.getConnection().createArrayOf("text", texts);
+        ps.setArray(1, a);
+        ps.setArray(2, b);
+        ps.executeUpdate();
+        a.free();
+        b.free();
+        return 1000;
+      }
+    }, Window.between(0, chunks * 1000, Duration.ofMinutes(5), Duration.ofMinutes(1)));
+  }
+
+  // ------------------------------------------------------------------------------------------------------------- latency
+
+  /**
+   * Push-to-handler latency at a steady, moderate rate through the consume loop. Two pusher threads push single messages on a
+   * fixed schedule (so the rate does not depend on how fast pushes return) to 100 partitions; each payload carries
+   * {@link System#nanoTime()} taken just before the push call, so the latency includes the push's own commit. The first
+   * {@code warmup} seconds of messages are not counted.
+   */
+  private void latency() throws Exception {
+    int rate = options.latencyRate();
+    long warmupCount = Math.round(rate * options.warmup().toMillis() / 1000.0);
+    long measuredCount = Math.round(rate * options.latencyWindow().toMillis() / 1000.0);
+    int total = (int) (warmupCount + measuredCount);
+    long intervalNanos = 1_000_000_000L / rate;
+    String q = queueName("latency");
+
+    double commitMs = rawCommitMillis();
+    // the prime messages carry no "seq"; the handler skips them
+    prime(queen.queue(q), Arrays.copyOf(partitionNames, 100));
+    AtomicLongArray latencies = new AtomicLongArray(total);
+    AtomicLong received = new AtomicLong();
+    AtomicLong duplicates = new AtomicLong();
+    // batch(10).partitions(10) by default: a worker's pop may gather the few messages waiting in up to 10 partitions. With
+    // batch 1 (or one partition per pop, which holds ~1 message at this rate) every message pays a pop commit and an ack
+    // commit of its own, and 2 workers cannot keep up with 500 msgs/s where a commit costs milliseconds (measured: p50 of
+    // seconds with batch 1, hundreds of ms with partitions 1). See --latency-batch and --latency-partitions.
+    WaitSampler sampler = WaitSampler.start(options.diagnose(), "latency", options.diagnose() ? db.connection() : null);
+    Subscription sub = queen.queue(q).group("lat").subscription(SubscriptionMode.ALL).concurrency(2)
+        .batch(options.latencyBatch()).partitions(options.latencyPartitions()).consume(msg -> {
+          long now = System.nanoTime();
+          if (!msg.payload().has("seq")) {
+            return;
+          }
+          long seq = msg.payload().get("seq").asLong();
+          long t = msg.payload().get("t").asLong();
+          if (seq >= 0 && seq < total && latencies.compareAndSet((int) seq, 0, Math.max(1, now - t))) {
+            received.incrementAndGet();
+          } else {
+            duplicates.incrementAndGet();
+          }
+        });
+    long[] pushNanos = new long[total];
+    ExecutorService pushers = Executors.newFixedThreadPool(2, ThroughputRunner.named("bench-latency-push"));
+    List<Future<?>> futures = new ArrayList<>();
+    try {
+      long start = System.nanoTime() + 500_000_000L; // after the subscription has taken the prime messages
+      for (int t = 0; t < 2; t++) {
+        int first = t;
+        futures.add(pushers.submit(() -> {
+          QueueClient queue = queen.queue(q);
+          SplittableRandom random = new SplittableRandom(3000 + first);
+          for (int seq = first; seq < total; seq += 2) {
+            long due = start + seq * intervalNanos;
+            long wait;
+            while ((wait = due - System.nanoTime()) > 0) {
+              LockSupport.parkNanos(wait);
+            }
+            long t0 = System.nanoTime();
+            queue.partition(partitionNames[random.nextInt(100)]).push(Json.of(Payloads.stamped(seq, t0)));
+            pushNanos[seq] = System.nanoTime() - t0;
+          }
+          return null;
+        }));
+      }
+      for (Future<?> f : futures) {
+        f.get(options.latencyWindow().toSeconds() + options.warmup().toSeconds() + 120, TimeUnit.SECONDS);
+      }
+      long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+      while (received.get() < total && System.nanoTime() < deadline) {
+        LockSupport.parkNanos(5_000_000);
+      }
+      say("  pushed " + total + " at " + rate + "/s, handled " + received.get() + ", duplicates " + duplicates.get()
+          + ", handler failures " + sub.failed());
+    } finally {
+      ThroughputRunner.shutdown(pushers, "latency-push");
+      sub.close(Duration.ofSeconds(5));
+      if (sampler != null) {
+        sampler.close();
+      }
+    }
+    long[] measured = new long[(int) measuredCount];
+    int m = 0;
+    long missing = 0;
+    for (int seq = (int) warmupCount; seq < total; seq++) {
+      long v = latencies.get(seq);
+      if (v == 0) {
+        missing++;
+      } else {
+        measured[m++] = v;
+      }
+    }
+    measured = Arrays.copyOf(measured, m);
+    Arrays.sort(measured);
+    long[] pushes = Arrays.copyOfRange(pushNanos, (int) warmupCount, total);
+    Arrays.sort(pushes);
+    double p50 = percentile(measured, 0.50) / 1e6;
+    double p99 = percentile(measured, 0.99) / 1e6;
+    say(String.format(Locale.ROOT, "  push->handler over %d messages: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms; "
+        + "push call p50 %.3f ms, p99 %.3f ms", m, p50, percentile(measured, 0.90) / 1e6, p99,
+        (m == 0 ? 0 : measured[m - 1]) / 1e6, percentile(pushes, 0.50) / 1e6, percentile(pushes, 0.99) / 1e6));
+    deleteQueue(q);
+    if (missing > 0) {
+      throw new IllegalStateException(missing + " of " + measuredCount + " measured messages never reached the handler");
+    }
+    String note = rate + " msgs/s for " + options.latencyWindow().toSeconds() + " s, concurrency(2).batch("
+        + options.latencyBatch() + ").partitions(" + options.latencyPartitions() + "), 100 partitions";
+    rows.add(new Row("latency_p50_ms", num(p50, 3), num(commitMs, 3), "ms", "", "<= 5", verdict(p50 <= 5),
+        note + "; baseline: raw 1-row commit p50"));
+    rows.add(new Row("latency_p99_ms", num(p99, 3), "", "ms", "", "<= 50", verdict(p99 <= 50), note));
+    lines.add(figure("latency_p50_ms", p50, "ms"));
+    lines.add(figure("latency_p99_ms", p99, "ms"));
+    lines.add(figure("raw_commit_p50_ms", commitMs, "ms"));
+  }
+
+  /**
+   * The floor under any push-to-handler latency on this machine: the median time of one autocommit single-row INSERT from one
+   * connection (one WAL flush), over 300 commits after 50 of warm-up.
+   */
+  private double rawCommitMillis() throws SQLException {
+    long[] t = new long[300];
+    try (Connection c = rawPool.getConnection(); PreparedStatement ps = c.prepareStatement(multiRowInsert(1))) {
+      c.setAutoCommit(true);
+      for (int i = -50; i < t.length; i++) {
+        ps.setString(1, partitionNames[0]);
+        ps.setString(2, payloads.get(i));
+        long t0 = System.nanoTime();
+        ps.executeUpdate();
+        if (i >= 0) {
+          t[i] = System.nanoTime() - t0;
+        }
+      }
+    }
+    truncateRaw();
+    Arrays.sort(t);
+    double ms = percentile(t, 0.5) / 1e6;
+    say(String.format(Locale.ROOT, "  raw single-row commit from one connection: p50 %.3f ms, p99 %.3f ms", ms,
+        percentile(t, 0.99) / 1e6));
+    return ms;
+  }
+
+  // ------------------------------------------------------------------------------------------------------ pop vs partitions
+
+  /**
+   * Pop latency with many caught-up partitions versus few. For each case a fresh queue gets one message in each of N
+   * partitions, and the queue's group drains and acks them all, so every partition exists and has a cursor at its end. Then,
+   * many times over and alternating between the two queues (so that a slow spell of the disk hits both alike): 10 fresh
+   * messages are pushed to 5 random partitions (2 each) and popped with batch(10).partitions(5), each pop followed by its
+   * ack. Only the pops (and, separately, pop+ack) are timed. The 10-partition queue is the baseline.
+   */
+  private void popScale() throws Exception {
+    int big = (int) Math.max(1_000, Math.round(100_000 * options.scale()));
+    ScaleCase bigCase = prepareScaleCase(big);
+    ScaleCase smallCase = prepareScaleCase(10);
+    settle();
+    int warmup = 50;
+    int iterations = 400;
+    for (int it = 0; it < warmup + iterations; it++) {
+      boolean counted = it >= warmup;
+      if (it % 2 == 0) {
+        bigCase.round(counted);
+        smallCase.round(counted);
+      } else {
+        smallCase.round(counted);
+        bigCase.round(counted);
+      }
+    }
+    double[] bigMs = bigCase.summary();
+    double[] smallMs = smallCase.summary();
+    deleteQueue(bigCase.queue.name());
+    deleteQueue(smallCase.queue.name());
+    double ratio = bigMs[0] / smallMs[0];
+    say(String.format(Locale.ROOT, "  pop+ack median: %.3f ms with %d partitions, %.3f ms with 10 (ratio %.3f)", bigMs[1], big,
+        smallMs[1], bigMs[1] / smallMs[1]));
+    rows.add(new Row("pop_100k_vs_10", num(bigMs[0], 3), num(smallMs[0], 3), "ms", num(ratio, 3), "<= 2", verdict(ratio <= 2),
+        "median pop(batch 10): " + big + " vs 10 partitions; pop+ack " + num(bigMs[1], 3) + " vs " + num(smallMs[1], 3) + " ms"));
+    lines.add("RATIO pop_100k_vs_10 " + num(ratio, 3));
+    lines.add(figure("pop_latency_" + big + "_partitions_ms", bigMs[0], "ms"));
+    lines.add(figure("pop_latency_10_partitions_ms", smallMs[0], "ms"));
+    lines.add(figure("popack_latency_" + big + "_partitions_ms", bigMs[1], "ms"));
+    lines.add(figure("popack_latency_10_partitions_ms", smallMs[1], "ms"));
+  }
+
+  /** Makes a queue with {@code partitions} partitions, each holding one message that the queue's group has consumed. */
+  private ScaleCase prepareScaleCase(int partitions) throws Exception {
+    ScaleCase sc = new ScaleCase(queen.queue(queueName("scale" + partitions)), partitions);
+    int chunks = (partitions + 999) / 1000;
+    // Filled in stages of 1 / 10 / 100 / ... chunks of 1,000 partitions, with an ANALYZE between stages, as autovacuum would
+    // do while a table grows tenfold; without it the fill's cost depends on plans made when the table was small.
+    long t0 = System.nanoTime();
+    for (int stageEnd = 1, stageStart = 0; stageStart < chunks; stageStart = stageEnd, stageEnd = Math.min(chunks, stageEnd * 10)) {
+      fillStage(sc, stageStart, stageEnd);
+      settle();
+    }
+    say(String.format(Locale.ROOT, "    (%d partitions created, one message each, in %.1f s)", partitions,
+        (System.nanoTime() - t0) / 1e9));
+
+    // One pop subscribes the group (creating its cursor rows), then statistics are refreshed before the drain, as
+    // autovacuum would do on a live system; the pop's messages are acked with the rest.
+    List<Message> first = sc.queue.consumer().batch(1).partitions(1).pop();
+    queen.ack(first);
+    settle();
+    // Pops of 100 partitions drain fastest (acks over 1,000 partitions cost more per message); not measured.
+    int drainPartitions = Math.min(100, partitions);
+    Result drain = measure("scale-drain", Math.min(THREADS, chunks), i -> {
+      ConsumerBuilder consumer = sc.queue.consumer().batch(drainPartitions).partitions(drainPartitions);
+      return () -> {
+        List<Message> batch = consumer.pop();
+        if (batch.isEmpty()) {
+          LockSupport.parkNanos(5_000_000);
+          return 0;
+        }
+        int ok = 0;
+        for (AckResult r : queen.ack(batch)) {
+          ok += r.success() ? 1 : 0;
+        }
+        return ok;
+      };
+    }, Window.between(0, partitions - first.size(), Duration.ofMinutes(3), Duration.ofMinutes(1)));
+    if (drain.total() < partitions - first.size()) {
+      throw new IllegalStateException("drained only " + drain.total() + " of " + partitions + " messages in 3 minutes");
+    }
+    progress("  (drained: pop(batch " + drainPartitions + ").partitions(" + drainPartitions + ") + ack)", drain);
+    return sc;
+  }
+
+  /** Pushes chunks [from, to) of 1,000 new partitions (one message each) with up to 4 threads. */
+  private void fillStage(ScaleCase sc, int from, int to) throws Exception {
+    AtomicLong nextChunk = new AtomicLong(from);
+    long stageMessages = Math.min(sc.partitions, (long) to * 1000) - (long) from * 1000;
+    measure("scale-fill", Math.min(THREADS, to - from), i -> () -> {
+      long c = nextChunk.getAndIncrement();
+      if (c >= to) {
+        return -1;
+      }
+      List<PushItem> items = new ArrayList<>(1000);
+      for (int p = (int) c * 1000; p < Math.min(sc.partitions, (c + 1) * 1000); p++) {
+        items.add(PushItem.of(sc.names[p], Json.of(payloads.get(p))));
+      }
+      sc.queue.push(items);
+      return items.size();
+    }, Window.between(0, stageMessages, Duration.ofMinutes(5), Duration.ofMinutes(1)));
+  }
+
+  /** One queue of the pop-latency comparison and its samples. Used from one thread. */
+  private final class ScaleCase {
+    final QueueClient queue;
+    final int partitions;
+    final String[] names;
+    final ConsumerBuilder consumer;
+    final SplittableRandom random;
+    final long[] pops = new long[4000];
+    final long[] popAcks = new long[4000];
+    int n;
+    long empty;
+    long messages;
+
+    ScaleCase(QueueClient queue, int partitions) {
+      this.queue = queue;
+      this.partitions = partitions;
+      this.names = new String[partitions];
+      for (int i = 0; i < partitions; i++) {
+        names[i] = "k" + i;
+      }
+      this.consumer = queue.consumer().batch(10).partitions(5);
+      this.random = new SplittableRandom(4000 + partitions);
+    }
+
+    /** Pushes 10 messages to 5 random partitions, then pops and acks until it has them all. */
+    void round(boolean counted) {
+      int[] parts = pickDistinct(random, partitions, 5);
+      List<PushItem> items = new ArrayList<>(10);
+      for (int k = 0; k < 10; k++) {
+        items.add(PushItem.of(names[parts[k / 2]], Json.of(payloads.get(random.nextInt()))));
+      }
+      queue.push(items);
+      int got = 0;
+      int tries = 0;
+      while (got < 10) {
+        if (++tries > 200) {
+          throw new IllegalStateException("could not pop the 10 messages just pushed (got " + got + ") with " + partitions
+              + " partitions");
+        }
+        long t0 = System.nanoTime();
+        List<Message> batch = consumer.pop();
+        long t1 = System.nanoTime();
+        if (batch.isEmpty()) {
+          empty++;
+          LockSupport.parkNanos(1_000_000);
+          continue;
+        }
+        for (AckResult r : queen.ack(batch)) {
+          if (!r.success()) {
+            throw new IllegalStateException("ack failed: " + r);
+          }
+        }
+        long t2 = System.nanoTime();
+        got += batch.size();
+        if (counted && n < pops.length) {
+          pops[n] = t1 - t0;
+          popAcks[n] = t2 - t0;
+          n++;
+          messages += batch.size();
+        }
+      }
+    }
+
+    /** {median pop ms, median pop+ack ms}, after printing a summary line. */
+    double[] summary() {
+      long[] p = Arrays.copyOf(pops, n);
+      long[] pa = Arrays.copyOf(popAcks, n);
+      Arrays.sort(p);
+      Arrays.sort(pa);
+      double pop = percentile(p, 0.5) / 1e6;
+      double popAck = percentile(pa, 0.5) / 1e6;
+      say(String.format(Locale.ROOT, "  %d partitions: %d pops, %.1f messages per pop, %d empty; pop p50 %.3f ms p90 %.3f ms;"
+          + " pop+ack p50 %.3f ms", partitions, n, n == 0 ? 0.0 : (double) messages / n, empty, pop, percentile(p, 0.9) / 1e6,
+          popAck));
+      return new double[] {pop, popAck};
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------------------------- helpers
+
+  /** {@link ThroughputRunner#run}, with wait-event sampling when {@code --diagnose} is given. */
+  private Result measure(String name, int threads, ThroughputRunner.WorkerFactory factory, Window window) throws Exception {
+    WaitSampler sampler = WaitSampler.start(options.diagnose(), name, options.diagnose() ? db.connection() : null);
+    try {
+      return ThroughputRunner.run(name, threads, factory, window);
+    } finally {
+      if (sampler != null) {
+        sampler.close();
+      }
+    }
+  }
+
+  /** A raw worker: one pinned connection (autocommit) and one prepared statement, for the whole phase. */
+  private abstract static class RawWorker implements Worker {
+    final Connection connection;
+    final PreparedStatement ps;
+
+    RawWorker(HikariDataSource pool, String sql) throws SQLException {
+      connection = pool.getConnection();
+      connection.setAutoCommit(true);
+      ps = connection.prepareStatement(sql);
+    }
+
+    @Override
+    public void close() throws SQLException {
+      try {
+        ps.close();
+      } finally {
+        connection.close();
+      }
+    }
+  }
+
+  private static String multiRowInsert(int rowsPerStatement) {
+    StringBuilder b = new StringBuilder("INSERT INTO " + RAW_TABLE + " (partition, payload) VALUES ");
+    for (int i = 0; i < rowsPerStatement; i++) {
+      b.append(i == 0 ? "" : ", ").append("(?, ?::jsonb)");
+    }
+    return b.toString();
+  }
+
+  /** {@code k} distinct values from [0, n). */
+  static int[] pickDistinct(SplittableRandom random, int n, int k) {
+    int[] out = new int[k];
+    int filled = 0;
+    while (filled < k) {
+      int v = random.nextInt(n);
+      boolean seen = false;
+      for (int j = 0; j < filled; j++) {
+        seen |= out[j] == v;
+      }
+      if (!seen) {
+        out[filled++] = v;
+      }
+    }
+    return out;
+  }
+
+  static long percentile(long[] sorted, double p) {
+    if (sorted.length == 0) {
+      return 0;
+    }
+    int i = (int) Math.ceil(p * sorted.length) - 1;
+    return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
+  }
+
+  private String queueName(String phase) {
+    return "bench-" + runId + "-" + phase;
+  }
+
+  private void deleteQueue(String q) {
+    long t0 = System.nanoTime();
+    try {
+      queen.queue(q).delete();
+      say(String.format(Locale.ROOT, "  (deleted queue %s in %.1f s)", q, (System.nanoTime() - t0) / 1e9));
+    } catch (RuntimeException e) {
+      say("  WARN: could not delete queue " + q + ": " + e);
+    }
+  }
+
+  private void truncateRaw() throws SQLException {
+    try (Connection c = db.connection(); Statement s = c.createStatement()) {
+      s.execute("TRUNCATE " + RAW_TABLE + " RESTART IDENTITY");
+    }
+  }
+
+  /**
+   * Starts a measured phase from the same state for both sides: dead tuples vacuumed, statistics fresh (what autovacuum would
+   * eventually do, done now so it does not land inside a window at random), and a checkpoint so the window does not pay for
+   * the previous phase's dirty pages.
+   */
+  private void settle() throws SQLException {
+    long t0 = System.nanoTime();
+    try (Connection c = db.connection(); Statement s = c.createStatement()) {
+      s.execute("VACUUM (ANALYZE)");
+      try {
+        s.execute("CHECKPOINT");
+      } catch (SQLException e) {
+        // not a superuser on an external server: skip it, both sides alike
+      }
+    }
+    long ms = (System.nanoTime() - t0) / 1_000_000;
+    if (ms > 2_000) {
+      say("  (vacuum + checkpoint took " + ms + " ms)");
+    }
+  }
+
+  private void throughput(String name, Result queenR, Result rawR, double target, String note) {
+    double ratio = queenR.perSecond() / rawR.perSecond();
+    rows.add(new Row(name, num(queenR.perSecond(), 0), num(rawR.perSecond(), 0), "msgs/s", num(ratio, 3), ">= " + num(target, 2),
+        verdict(ratio >= target), note));
+    lines.add("RATIO " + name + " " + num(ratio, 3));
+    lines.add(figure(name + "_msgs_per_s", queenR.perSecond(), "msgs/s"));
+    lines.add(figure(name + "_raw_msgs_per_s", rawR.perSecond(), "msgs/s"));
+  }
+
+  private static String figure(String name, double value, String unit) {
+    return "FIGURE " + name + " " + num(value, 3) + " " + unit;
+  }
+
+  private static String verdict(boolean met) {
+    return met ? "met" : "MISSED";
+  }
+
+  private static String num(double v, int decimals) {
+    return String.format(Locale.ROOT, "%." + decimals + "f", v);
+  }
+
+  private static void progress(String what, Result r) {
+    say(String.format(Locale.ROOT, "  %-40s %,12.0f msgs/s  (%,d messages in %.2f s; %,d in all)", what, r.perSecond(),
+        r.messages(), r.seconds(), r.total()));
+  }
+
+  private static void say(String line) {
+    System.out.println(line);
+  }
+
+  private void printTable() {
+    say("");
+    String fmt = "%-16s %14s %14s %-7s %8s %8s %-7s %s%n";
+    System.out.printf(Locale.ROOT, fmt, "figure", "Queen", "baseline", "unit", "ratio", "target", "", "notes");
+    System.out.printf(Locale.ROOT, fmt, "-".repeat(16), "-".repeat(14), "-".repeat(14), "-".repeat(7), "-".repeat(8), "-".repeat(8),
+        "-".repeat(7), "-".repeat(20));
+    for (Row r : rows) {
+      System.out.printf(Locale.ROOT, fmt, r.name(), r.queen(), r.baseline(), r.unit(), r.ratio(), r.target(), r.verdict(),
+          r.note() == null ? "" : r.note());
+    }
+    say("");
+    for (String line : lines) {
+      say(line);
+    }
+  }
+
+  private void closeAll() {
+    if (queen != null) {
+      try {
+        queen.close();
+      } catch (RuntimeException e) {
+        say("WARN: Queen.close failed: " + e);
+      }
+    }
+    for (HikariDataSource pool : new HikariDataSource[] {queenPool, rawPool}) {
+      if (pool != null) {
+        pool.close();
+      }
+    }
+    if (db != null) {
+      try {
+        db.close();
+      } catch (RuntimeException e) {
+        say("WARN: could not drop the benchmark database: " + e);
+      }
+    }
+  }
+}
