@@ -47,6 +47,7 @@ public final class Broker {
   private final Wakeups wakeups;
   private final Metrics metrics;
   private final String pushSql;
+  private final String pushFastSql;
   private final String popSql;
   private final String ackSql;
   private final String renewSql;
@@ -61,6 +62,8 @@ public final class Broker {
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
         + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?)";
+    this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
+        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[])";
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt from " + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     this.ackSql = "select idx, outcome from " + this.schema
@@ -91,7 +94,10 @@ public final class Broker {
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
     Prepared p = prepare(items, defaultQueue);
     // one statement: auto-commit saves the BEGIN/COMMIT round trips
-    List<PushResult> res = Sql.autoCommit(ds, "push", c -> push(c, p, false));
+    List<PushResult> res = Sql.autoCommit(ds, "push", c -> {
+      List<PushResult> fast = p.hasTransactionIds() ? null : pushFast(c, p);
+      return fast != null ? fast : push(c, p, false);
+    });
     afterCommit(p.queueSet());
     metrics.pushed(res);
     return res;
@@ -137,6 +143,81 @@ public final class Broker {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
     }
+
+    boolean hasTransactionIds() {
+      for (String t : txnIds) {
+        if (t != null) {
+          return true;
+        }
+      }
+      return false;
+    }
+  }
+
+  /**
+   * The common push (existing partitions, unbounded queues, no transaction ids) through
+   * {@code push_fast}: items grouped by partition here, offsets = the partition's first offset + the
+   * item's rank. Returns {@code null}, having changed nothing, when the batch needs the full push.
+   */
+  private List<PushResult> pushFast(Connection c, Prepared p) throws SQLException {
+    int n = p.queues.length;
+    java.util.Map<String, Integer> pairIndex = new java.util.LinkedHashMap<>();
+    List<String> pairQueues = new ArrayList<>();
+    List<String> pairPartitions = new ArrayList<>();
+    List<Integer> pairCount = new ArrayList<>();
+    Integer[] itemPair = new Integer[n];
+    Integer[] itemRank = new Integer[n];
+    UUID[] ids = new UUID[n];
+    for (int i = 0; i < n; i++) {
+      String key = p.queues[i] + '\u0000' + p.partitions[i];
+      Integer k = pairIndex.get(key);
+      if (k == null) {
+        k = pairQueues.size();
+        pairIndex.put(key, k);
+        pairQueues.add(p.queues[i]);
+        pairPartitions.add(p.partitions[i]);
+        pairCount.add(0);
+      }
+      itemPair[i] = k + 1;
+      itemRank[i] = pairCount.get(k);
+      pairCount.set(k, itemRank[i] + 1);
+      ids[i] = randomUuid();
+    }
+    int m = pairQueues.size();
+    long[] first = new long[m + 1];
+    int rows = 0;
+    try (PreparedStatement st = c.prepareStatement(pushFastSql)) {
+      st.setArray(1, c.createArrayOf("text", pairQueues.toArray()));
+      st.setArray(2, c.createArrayOf("text", pairPartitions.toArray()));
+      st.setArray(3, c.createArrayOf("int4", itemPair));
+      st.setArray(4, c.createArrayOf("int4", itemRank));
+      st.setArray(5, c.createArrayOf("uuid", ids));
+      st.setArray(6, c.createArrayOf("text", p.payloads));
+      st.setArray(7, c.createArrayOf("text", p.traceIds));
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          first[rs.getInt(1)] = rs.getLong(3);
+          rows++;
+        }
+      }
+    }
+    if (rows < m) {
+      return null; // nothing was written: a partition or queue is missing, or a queue is bounded
+    }
+    List<PushResult> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, ids[i], first[itemPair[i]] + itemRank[i],
+          null));
+    }
+    return out;
+  }
+
+  /** A random (version 4) UUID from the thread's generator: unique, not secret, and no lock shared by pushers. */
+  static UUID randomUuid() {
+    java.util.concurrent.ThreadLocalRandom r = java.util.concurrent.ThreadLocalRandom.current();
+    long msb = (r.nextLong() & 0xffffffffffff0fffL) | 0x0000000000004000L;
+    long lsb = (r.nextLong() & 0x3fffffffffffffffL) | 0x8000000000000000L;
+    return new UUID(msb, lsb);
   }
 
   private Prepared prepare(List<PushItem> items, String defaultQueue) {

@@ -90,7 +90,9 @@ public final class Wakeups implements AutoCloseable {
   }
 
   private void notifyLoop() {
-    String sql = "select pg_notify(?, q) from unnest(?::text[]) as q";
+    // a hint need not wait for its WAL flush: without this every notification is a synchronous commit
+    // competing with the pushes for the WAL
+    String sql = "select set_config('synchronous_commit', 'off', true), pg_notify(?, q) from unnest(?::text[]) as q";
     while (running) {
       notifyLock.lock();
       try {
