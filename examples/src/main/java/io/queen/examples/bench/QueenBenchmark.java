@@ -2,14 +2,18 @@ package io.queen.examples.bench;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.queen.AckResult;
+import io.queen.CommitResult;
 import io.queen.ConsumerBuilder;
 import io.queen.Json;
+import io.queen.Kv;
+import io.queen.KvOptions;
 import io.queen.Message;
 import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.QueueClient;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
+import io.queen.Transaction;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.examples.bench.ThroughputRunner.Result;
 import io.queen.examples.bench.ThroughputRunner.Window;
@@ -42,6 +46,8 @@ import java.util.concurrent.locks.LockSupport;
  * The benchmark of issue 2, section 5: every Queen figure is measured side by side with a raw-JDBC baseline in the same run,
  * on the same database, with the same number of threads. Prints a table, then one line per figure:
  * {@code RATIO <name> <value>} and {@code FIGURE <name> <value> <unit>}.
+ * Issue 3, section 4 adds the cost of an idempotency marker to a consumer ({@code once_ack_overhead}: once() + ack in one
+ * bundle against a plain ack, on the same backlog) and two KV rates ({@code kv_put}, {@code kv_incr_hot_key}).
  *
  * <pre>
  * mvn -B -q -pl examples exec:java -Dexec.mainClass=io.queen.examples.bench.QueenBenchmark [-Dexec.args="--only push_batch1 --seconds 5"]
@@ -68,8 +74,13 @@ public final class QueenBenchmark {
   static final int PARTITIONS = 1_000;
   static final int BATCH = 100;
   static final int PARTITIONS_PER_BATCH = 10;
-  static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10");
-  static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10";
+  static final int ONCE_PARTITIONS = 100;
+  static final int ONCE_DEPTH = 200;
+  static final int ONCE_BATCH = 10;
+  static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",
+      "once_ack_overhead", "kv_put", "kv_incr_hot_key");
+  static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
+      + "kv_put, kv_incr_hot_key";
 
   private static final String RAW_TABLE = "bench_raw";
   private static final String RAW_DDL = "CREATE TABLE " + RAW_TABLE + " (id bigserial PRIMARY KEY, partition text NOT NULL, "
@@ -121,6 +132,10 @@ public final class QueenBenchmark {
                 String name = n.trim();
                 if (name.startsWith("latency")) {
                   name = "latency";
+                }
+                // the figures' own names are accepted too: kv_put_per_s, kv_incr_hot_key_per_s
+                if (name.endsWith("_per_s") && NAMES.contains(name.substring(0, name.length() - "_per_s".length()))) {
+                  name = name.substring(0, name.length() - "_per_s".length());
                 }
                 if (!NAMES.contains(name)) {
                   throw new UsageException("--only: unknown figure '" + n.trim() + "' (known: " + NAMES_TEXT + ")");
@@ -260,6 +275,9 @@ public final class QueenBenchmark {
             case "popack_batch100" -> popAckBatch100();
             case "latency" -> latency();
             case "pop_100k_vs_10" -> popScale();
+            case "once_ack_overhead" -> onceAckOverhead();
+            case "kv_put" -> kvPut();
+            case "kv_incr_hot_key" -> kvIncrHotKey();
             default -> throw new IllegalStateException(name);
           }
         } catch (Exception e) {
@@ -845,6 +863,158 @@ public final class QueenBenchmark {
     }
   }
 
+  // ------------------------------------------------------------------------------------------------------ transactions, KV
+
+  /**
+   * What an idempotency marker costs a consumer. Two queues get the same backlog (one message per partition from priming,
+   * then {@value #ONCE_DEPTH} more in each of {@value #ONCE_PARTITIONS} partitions, pushed in the same order), and each is
+   * drained by {@value #THREADS} threads popping {@code batch(10).partitions(1)}. Plain: {@code queen.ack(batch)}. Once: one
+   * bundle per popped batch, {@code once(ns, "m:" + id, Kv.ttl(1 h).required())} for every message (distinct keys) then
+   * {@code ack(batch)}, committed together. As in popack_batch100, the window runs from 10 % to 90 % of the backlog.
+   * x = 1 - once/plain.
+   */
+  private void onceAckOverhead() throws Exception {
+    String[] names = Arrays.copyOf(partitionNames, ONCE_PARTITIONS);
+    long backlog = (long) ONCE_PARTITIONS * (ONCE_DEPTH + 1);
+    String plainQ = queueName("ack-plain");
+    String onceQ = queueName("ack-once");
+    String ns = "bench-once-" + runId;
+    KvOptions marker = Kv.ttl(Duration.ofHours(1)).required();
+
+    prime(queen.queue(plainQ), names);
+    prime(queen.queue(onceQ), names);
+    long t0 = System.nanoTime();
+    // rounds of 10 messages per partition, the same items to both queues
+    for (int round = 0; round < ONCE_DEPTH / 10; round++) {
+      List<PushItem> items = new ArrayList<>(ONCE_PARTITIONS * 10);
+      for (int k = 0; k < ONCE_PARTITIONS * 10; k++) {
+        items.add(PushItem.of(names[k / 10], Json.of(payloads.get(round * ONCE_PARTITIONS * 10 + k))));
+      }
+      queen.queue(plainQ).push(items);
+      queen.queue(onceQ).push(items);
+    }
+    say(String.format(Locale.ROOT, "  backlog %d messages in each queue (%d partitions x %d), filled in %.1f s; pops use"
+        + " batch(%d).partitions(1)", backlog, ONCE_PARTITIONS, ONCE_DEPTH + 1, (System.nanoTime() - t0) / 1e9, ONCE_BATCH));
+    Window window = Window.between(backlog / 10, backlog * 9 / 10, options.window().multipliedBy(4), Duration.ofMinutes(2));
+
+    settle();
+    AtomicLong plainLost = new AtomicLong();
+    AtomicLong plainEmpty = new AtomicLong();
+    Result plain = measure("ack-plain", THREADS, i -> {
+      ConsumerBuilder consumer = queen.queue(plainQ).consumer().batch(ONCE_BATCH).partitions(1);
+      return () -> {
+        List<Message> batch = consumer.pop();
+        if (batch.isEmpty()) {
+          plainEmpty.incrementAndGet();
+          LockSupport.parkNanos(1_000_000);
+          return 0;
+        }
+        int ok = 0;
+        for (AckResult r : queen.ack(batch)) {
+          if (r.success()) {
+            ok++;
+          } else {
+            plainLost.incrementAndGet();
+          }
+        }
+        return ok;
+      };
+    }, window);
+    progress("pop + ack(batch)", plain);
+
+    settle();
+    AtomicLong onceLost = new AtomicLong();
+    AtomicLong onceEmpty = new AtomicLong();
+    Result once = measure("ack-once", THREADS, i -> {
+      ConsumerBuilder consumer = queen.queue(onceQ).consumer().batch(ONCE_BATCH).partitions(1);
+      return () -> {
+        List<Message> batch = consumer.pop();
+        if (batch.isEmpty()) {
+          onceEmpty.incrementAndGet();
+          LockSupport.parkNanos(1_000_000);
+          return 0;
+        }
+        Transaction tx = queen.transaction();
+        for (Message m : batch) {
+          tx.once(ns, "m:" + m.id(), marker);
+        }
+        CommitResult res = tx.ack(batch).commit();
+        if (!res.success()) {
+          onceLost.addAndGet(batch.size());
+          return 0;
+        }
+        int ok = 0;
+        for (AckResult r : res.acks()) {
+          if (r.success()) {
+            ok++;
+          } else {
+            onceLost.incrementAndGet();
+          }
+        }
+        return ok;
+      };
+    }, window);
+    progress("pop + bundle(once x n, ack(batch))", once);
+    if (plainLost.get() + plainEmpty.get() + onceLost.get() + onceEmpty.get() > 0) {
+      say("  note: plain " + plainLost.get() + " acks not successful, " + plainEmpty.get() + " empty pops; once "
+          + onceLost.get() + " messages not committed, " + onceEmpty.get() + " empty pops");
+    }
+    deleteQueue(plainQ);
+    deleteQueue(onceQ);
+
+    double x = 1 - once.perSecond() / plain.perSecond();
+    rows.add(new Row("once_ack_overhead", num(once.perSecond(), 0), num(plain.perSecond(), 0), "msgs/s", num(x, 3), "<= 0.20",
+        verdict(x <= 0.20), "x = 1 - once/plain; backlog " + backlog + " over " + ONCE_PARTITIONS + " partitions, batch("
+        + ONCE_BATCH + "); baseline: pop + ack(batch)"));
+    lines.add("RATIO once_ack_overhead " + num(x, 3));
+    lines.add(figure("once_ack_msgs_per_s", once.perSecond(), "msgs/s"));
+    lines.add(figure("plain_ack_msgs_per_s", plain.perSecond(), "msgs/s"));
+  }
+
+  /** {@value #THREADS} threads, each {@code kv().put} of a 200-byte JSON value under a key never written before, ttl 1 h. */
+  private void kvPut() throws Exception {
+    String ns = "bench-put-" + runId;
+    KvOptions ttl = Kv.ttl(Duration.ofHours(1));
+    settle();
+    Result r = measure("kv-put", THREADS, i -> {
+      Kv kv = queen.kv();
+      long[] n = {0};
+      return () -> {
+        long k = n[0]++;
+        kv.put(ns, "t" + i + ":" + k, Json.of(payloads.get((int) k)), ttl);
+        return 1;
+      };
+    }, Window.timed(options.warmup(), options.window()));
+    say(String.format(Locale.ROOT, "  %-40s %,12.0f ops/s  (%,d puts in %.2f s; %,d in all)", "kv().put, distinct keys",
+        r.perSecond(), r.messages(), r.seconds(), r.total()));
+    rows.add(new Row("kv_put_per_s", num(r.perSecond(), 0), "", "ops/s", "", "", "",
+        THREADS + " threads, distinct new keys, 200-byte JSON values, ttl 1 h"));
+    lines.add(figure("kv_put_per_s", r.perSecond(), "ops/s"));
+  }
+
+  /** {@value #THREADS} threads, each {@code kv().incr(ns, key, 1, ttl 1 h)} on the same single key. */
+  private void kvIncrHotKey() throws Exception {
+    String ns = "bench-incr-" + runId;
+    KvOptions ttl = Kv.ttl(Duration.ofHours(1));
+    settle();
+    Result r = measure("kv-incr", THREADS, i -> {
+      Kv kv = queen.kv();
+      return () -> {
+        kv.incr(ns, "hot", 1, ttl);
+        return 1;
+      };
+    }, Window.timed(options.warmup(), options.window()));
+    long value = queen.kv().get(ns, "hot").value().asLong();
+    say(String.format(Locale.ROOT, "  %-40s %,12.0f ops/s  (%,d incrs in %.2f s; %,d in all; counter %,d)",
+        "kv().incr, one key", r.perSecond(), r.messages(), r.seconds(), r.total(), value));
+    if (value != r.total()) {
+      throw new IllegalStateException("counter is " + value + " after " + r.total() + " increments");
+    }
+    rows.add(new Row("kv_incr_hot_key_per_s", num(r.perSecond(), 0), "", "ops/s", "", "", "",
+        THREADS + " threads, incr(1) on one key, ttl 1 h"));
+    lines.add(figure("kv_incr_hot_key_per_s", r.perSecond(), "ops/s"));
+  }
+
   // ------------------------------------------------------------------------------------------------------------- helpers
 
   /** {@link ThroughputRunner#run}, with wait-event sampling when {@code --diagnose} is given. */
@@ -986,9 +1156,9 @@ public final class QueenBenchmark {
 
   private void printTable() {
     say("");
-    String fmt = "%-16s %14s %14s %-7s %8s %8s %-7s %s%n";
+    String fmt = "%-21s %14s %14s %-7s %8s %8s %-7s %s%n";
     System.out.printf(Locale.ROOT, fmt, "figure", "Queen", "baseline", "unit", "ratio", "target", "", "notes");
-    System.out.printf(Locale.ROOT, fmt, "-".repeat(16), "-".repeat(14), "-".repeat(14), "-".repeat(7), "-".repeat(8), "-".repeat(8),
+    System.out.printf(Locale.ROOT, fmt, "-".repeat(21), "-".repeat(14), "-".repeat(14), "-".repeat(7), "-".repeat(8), "-".repeat(8),
         "-".repeat(7), "-".repeat(20));
     for (Row r : rows) {
       System.out.printf(Locale.ROOT, fmt, r.name(), r.queen(), r.baseline(), r.unit(), r.ratio(), r.target(), r.verdict(),
