@@ -867,3 +867,13 @@ begin
   end loop;
   return v;
 end $$;
+
+-- Every lookup in these functions is meant to be an index probe. Plans are cached per pooled session;
+-- one cached while a table was empty or freshly analysed as small is a sequential scan, and it stays
+-- while the table grows (the benchmark once saw a drain of 100,000 partitions stall on such plans).
+-- With sequential scans disfavoured here, the cached plan is the probe whatever the statistics say.
+alter function ${schema}.push(text[], text[], jsonb[], text[], text[], boolean) set enable_seqscan = off;
+alter function ${schema}.push_fast(text[], text[], int[], int[], uuid[], jsonb[], text[]) set enable_seqscan = off;
+alter function ${schema}.pop(text, text, int, int, text, bigint, text, text, timestamptz, boolean) set enable_seqscan = off;
+alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[]) set enable_seqscan = off;
+alter function ${schema}.refresh_pending(bigint, text) set enable_seqscan = off;

@@ -47,6 +47,7 @@ public final class KvStore {
   private final String prefixSql;
   private final String prefixOpenSql;
   private final String putSql;
+  private final String writeManySql;
   private final String putIfAbsentSql;
   private final String incrSql;
   private final String deleteSql;
@@ -89,6 +90,9 @@ public final class KvStore {
     this.putIfAbsentSql = cols + ".kv_put_if_absent(?::text, ?::text, ?::text, ?::bigint, ?::boolean)";
     this.incrSql = cols + ".kv_incr(?::text, ?::text, ?::bigint, ?::bigint, ?::boolean, ?::bigint)";
     this.deleteSql = cols + ".kv_delete(?::text, ?::text, ?::bigint)";
+    this.writeManySql = "select op_index, w_applied, w_reason, w_found, w_value, w_version, w_expires_at from " + s
+        + ".kv_write_many(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::boolean[],"
+        + " ?::bigint[], ?::bigint[], ?::boolean[])";
   }
 
   /** The byte ceiling of one prefix page. */
@@ -217,6 +221,66 @@ public final class KvStore {
         return new KvWriteResult(w.key(), applied, reason == null ? null : KvReason.valueOf(reason.toUpperCase(Locale.ROOT)),
             found, found ? codec.parse(rs.getString(4)) : null, rs.getLong(5), instant(rs, 6));
       }
+    } catch (SQLException e) {
+      throw argumentError(e);
+    }
+  }
+
+  /**
+   * Runs consecutive writes of a bundle in one call, in order, on {@code c}. Stops after the first write
+   * that is required and did not apply (the results end there), as the bundle does.
+   */
+  public List<KvWriteResult> writeMany(Connection c, List<KvWrite> ws) throws SQLException {
+    if (ws.size() == 1) {
+      return List.of(write(c, ws.get(0)));
+    }
+    int n = ws.size();
+    String[] ops = new String[n];
+    String[] ns = new String[n];
+    String[] keys = new String[n];
+    String[] values = new String[n];
+    Long[] delta = new Long[n];
+    Long[] ttl = new Long[n];
+    Boolean[] forever = new Boolean[n];
+    Long[] expect = new Long[n];
+    Long[] max = new Long[n];
+    Boolean[] required = new Boolean[n];
+    for (int i = 0; i < n; i++) {
+      KvWrite w = ws.get(i);
+      ops[i] = w.op().name();
+      ns[i] = w.namespace();
+      keys[i] = w.key();
+      values[i] = w.valueJson();
+      delta[i] = w.delta();
+      ttl[i] = w.ttlMillis();
+      forever[i] = w.forever();
+      expect[i] = w.expect();
+      max[i] = w.max();
+      required[i] = w.required();
+    }
+    try (PreparedStatement st = c.prepareStatement(writeManySql)) {
+      st.setArray(1, c.createArrayOf("text", ops));
+      st.setArray(2, c.createArrayOf("text", ns));
+      st.setArray(3, c.createArrayOf("text", keys));
+      st.setArray(4, c.createArrayOf("text", values));
+      st.setArray(5, c.createArrayOf("bigint", delta));
+      st.setArray(6, c.createArrayOf("bigint", ttl));
+      st.setArray(7, c.createArrayOf("boolean", forever));
+      st.setArray(8, c.createArrayOf("bigint", expect));
+      st.setArray(9, c.createArrayOf("bigint", max));
+      st.setArray(10, c.createArrayOf("boolean", required));
+      List<KvWriteResult> out = new ArrayList<>(n);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          KvWrite w = ws.get(rs.getInt(1) - 1);
+          String reason = rs.getString(3);
+          boolean found = rs.getBoolean(4);
+          out.add(new KvWriteResult(w.key(), rs.getBoolean(2),
+              reason == null ? null : KvReason.valueOf(reason.toUpperCase(Locale.ROOT)), found,
+              found ? codec.parse(rs.getString(5)) : null, rs.getLong(6), instant(rs, 7)));
+        }
+      }
+      return out;
     } catch (SQLException e) {
       throw argumentError(e);
     }

@@ -344,14 +344,24 @@ public final class TransactionImpl implements Transaction {
         }
         run.acks.addAll(results);
         i = end;
-      } else if (op instanceof WriteOp w) {
-        KvWriteResult r = store.write(c, w.write());
-        if (!r.applied() && w.write().required()) {
-          run.failure = new CommitResult(false, CommitResult.Reason.KV_PRECONDITION, i, r.value(), r.version(),
-              List.of(), List.of(), List.of(r), List.of());
+      } else if (op instanceof WriteOp) {
+        // a run of consecutive writes goes in one call; it stops at the first required write that fails
+        int end = i;
+        List<KvWrite> writes = new ArrayList<>();
+        while (end < ops.size() && ops.get(end) instanceof WriteOp w) {
+          writes.add(w.write());
+          end++;
         }
-        run.writes.add(r);
-        i++;
+        List<KvWriteResult> results = store.writeMany(c, writes);
+        for (int k = 0; k < results.size(); k++) {
+          KvWriteResult r = results.get(k);
+          if (!r.applied() && writes.get(k).required()) {
+            run.failure = new CommitResult(false, CommitResult.Reason.KV_PRECONDITION, i + k, r.value(), r.version(),
+                List.of(), List.of(), List.of(r), List.of());
+          }
+          run.writes.add(r);
+        }
+        i = end;
       } else if (op instanceof GetOp g) {
         run.reads.add(store.get(c, g.namespace(), g.key()));
         i++;
