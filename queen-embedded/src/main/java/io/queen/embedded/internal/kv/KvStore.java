@@ -48,6 +48,7 @@ public final class KvStore {
   private final String prefixOpenSql;
   private final String putSql;
   private final String writeManySql;
+  private final String bundleSql;
   private final String putIfAbsentSql;
   private final String incrSql;
   private final String deleteSql;
@@ -93,6 +94,10 @@ public final class KvStore {
     this.writeManySql = "select op_index, w_applied, w_reason, w_found, w_value, w_version, w_expires_at from " + s
         + ".kv_write_many(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::boolean[],"
         + " ?::bigint[], ?::bigint[], ?::boolean[])";
+    this.bundleSql = "select kind, op_index, w_applied, w_reason, w_found, w_value, w_version, w_expires_at, ack_outcome,"
+        + " fail from " + s + ".bundle_kv_ack(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
+        + " ?::boolean[], ?::bigint[], ?::bigint[], ?::boolean[], ?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[],"
+        + " ?::text[], ?::text[])";
   }
 
   /** The byte ceiling of one prefix page. */
@@ -281,6 +286,100 @@ public final class KvStore {
         }
       }
       return out;
+    } catch (SQLException e) {
+      throw argumentError(e);
+    }
+  }
+
+  /** What {@link #writeThenAck} did: the writes' results, the acks' results, and "kv", "lease" or null. */
+  public record BundleResult(List<KvWriteResult> writes, List<io.queen.AckResult> acks, String fail) {}
+
+  /**
+   * KV writes then acks (all under leases) in one auto-commit call of {@code bundle_kv_ack}: everything
+   * applies, or nothing does and {@code fail} says whether a required write or a lease failed it.
+   */
+  public BundleResult writeThenAck(Connection c, List<KvWrite> ws, List<io.queen.embedded.internal.Broker.AckRequest> acks)
+      throws SQLException {
+    int n = ws.size();
+    String[] ops = new String[n];
+    String[] ns = new String[n];
+    String[] keys = new String[n];
+    String[] values = new String[n];
+    Long[] delta = new Long[n];
+    Long[] ttl = new Long[n];
+    Boolean[] forever = new Boolean[n];
+    Long[] expect = new Long[n];
+    Long[] max = new Long[n];
+    Boolean[] required = new Boolean[n];
+    for (int i = 0; i < n; i++) {
+      KvWrite w = ws.get(i);
+      ops[i] = w.op().name();
+      ns[i] = w.namespace();
+      keys[i] = w.key();
+      values[i] = w.valueJson();
+      delta[i] = w.delta();
+      ttl[i] = w.ttlMillis();
+      forever[i] = w.forever();
+      expect[i] = w.expect();
+      max[i] = w.max();
+      required[i] = w.required();
+    }
+    int k = acks.size();
+    Long[] pids = new Long[k];
+    String[] groups = new String[k];
+    Long[] offsets = new Long[k];
+    String[] leases = new String[k];
+    String[] statuses = new String[k];
+    String[] errors = new String[k];
+    for (int j = 0; j < k; j++) {
+      var a = acks.get(j);
+      pids[j] = a.message().partitionId();
+      groups[j] = a.message().consumerGroup();
+      offsets[j] = a.message().offset();
+      leases[j] = a.message().leaseId().toString();
+      statuses[j] = a.status().name();
+      errors[j] = a.error();
+    }
+    try (PreparedStatement st = c.prepareStatement(bundleSql)) {
+      st.setArray(1, c.createArrayOf("text", ops));
+      st.setArray(2, c.createArrayOf("text", ns));
+      st.setArray(3, c.createArrayOf("text", keys));
+      st.setArray(4, c.createArrayOf("text", values));
+      st.setArray(5, c.createArrayOf("bigint", delta));
+      st.setArray(6, c.createArrayOf("bigint", ttl));
+      st.setArray(7, c.createArrayOf("boolean", forever));
+      st.setArray(8, c.createArrayOf("bigint", expect));
+      st.setArray(9, c.createArrayOf("bigint", max));
+      st.setArray(10, c.createArrayOf("boolean", required));
+      st.setArray(11, c.createArrayOf("bigint", pids));
+      st.setArray(12, c.createArrayOf("text", groups));
+      st.setArray(13, c.createArrayOf("bigint", offsets));
+      st.setArray(14, c.createArrayOf("text", leases));
+      st.setArray(15, c.createArrayOf("text", statuses));
+      st.setArray(16, c.createArrayOf("text", errors));
+      List<KvWriteResult> out = new ArrayList<>(n);
+      io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
+      int acked = 0;
+      String fail = null;
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          fail = rs.getString(10);
+          int idx = rs.getInt(2) - 1;
+          if ("kv".equals(rs.getString(1))) {
+            KvWrite w = ws.get(idx);
+            String reason = rs.getString(4);
+            boolean found = rs.getBoolean(5);
+            out.add(new KvWriteResult(w.key(), rs.getBoolean(3),
+                reason == null ? null : KvReason.valueOf(reason.toUpperCase(Locale.ROOT)), found,
+                found ? codec.parse(rs.getString(6)) : null, rs.getLong(7), instant(rs, 8)));
+          } else {
+            var m = acks.get(idx).message();
+            ackOut[idx] = new io.queen.AckResult(m.partitionId(), m.offset(), io.queen.AckOutcome.valueOf(rs.getString(9)));
+            acked++;
+          }
+        }
+      }
+      return new BundleResult(List.copyOf(out), acked == k ? List.of(ackOut) : List.of(), fail);
     } catch (SQLException e) {
       throw argumentError(e);
     }

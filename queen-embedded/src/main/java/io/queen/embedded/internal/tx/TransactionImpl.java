@@ -215,7 +215,8 @@ public final class TransactionImpl implements Transaction {
     if (ops.isEmpty()) {
       return success(new Run());
     }
-    Run run = Sql.inTransaction(broker.dataSource(), "transaction", c -> {
+    Run run = kvThenAcks() ? Sql.autoCommit(broker.dataSource(), "transaction", this::applyKvThenAcks)
+        : Sql.inTransaction(broker.dataSource(), "transaction", c -> {
       Run r = apply(c, false);
       if (r.failure != null) {
         c.rollback();
@@ -293,6 +294,69 @@ public final class TransactionImpl implements Transaction {
   private static CommitResult success(Run r) {
     return new CommitResult(true, null, -1, null, 0, List.copyOf(r.pushes), List.copyOf(r.acks), List.copyOf(r.writes),
         List.copyOf(r.reads));
+  }
+
+  /**
+   * Whether the bundle is KV writes followed by acks under leases (once() per message + ack of the
+   * batch): then it runs as one auto-commit call of {@code bundle_kv_ack}, which undoes itself when a
+   * required write or a lease fails.
+   */
+  private boolean kvThenAcks() {
+    int i = 0;
+    while (i < ops.size() && ops.get(i) instanceof WriteOp) {
+      i++;
+    }
+    if (i == 0 || i == ops.size()) {
+      return false;
+    }
+    for (int j = i; j < ops.size(); j++) {
+      if (!(ops.get(j) instanceof AckOp a) || a.acks().stream().anyMatch(r -> r.message().leaseId() == null)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private Run applyKvThenAcks(Connection c) throws SQLException {
+    List<KvWrite> writes = new ArrayList<>();
+    int w = 0;
+    while (ops.get(w) instanceof WriteOp op) {
+      writes.add(op.write());
+      w++;
+    }
+    List<Broker.AckRequest> acks = new ArrayList<>();
+    List<Integer> owner = new ArrayList<>();
+    for (int j = w; j < ops.size(); j++) {
+      for (Broker.AckRequest r : ((AckOp) ops.get(j)).acks()) {
+        acks.add(r);
+        owner.add(j);
+      }
+    }
+    KvStore.BundleResult b = store.writeThenAck(c, writes, acks);
+    Run run = new Run();
+    run.writes.addAll(b.writes());
+    run.acks.addAll(b.acks());
+    if ("kv".equals(b.fail())) {
+      KvWriteResult r = b.writes().get(b.writes().size() - 1);
+      run.failure = new CommitResult(false, CommitResult.Reason.KV_PRECONDITION, b.writes().size() - 1, r.value(),
+          r.version(), List.of(), List.of(), List.of(r), List.of());
+    } else if ("lease".equals(b.fail())) {
+      int failed = -1;
+      for (int k = 0; k < b.acks().size() && failed < 0; k++) {
+        if (b.acks().get(k).outcome() == AckOutcome.LEASE_LOST) {
+          failed = owner.get(k);
+        }
+      }
+      List<AckResult> mine = new ArrayList<>();
+      for (int k = 0; k < b.acks().size(); k++) {
+        if (owner.get(k) == failed) {
+          mine.add(b.acks().get(k));
+        }
+      }
+      run.failure = new CommitResult(false, CommitResult.Reason.LEASE_LOST, failed, null, 0, List.of(),
+          List.copyOf(mine), List.of(), List.of());
+    }
+    return run;
   }
 
   /** Runs the operations in order on {@code c}; stops at the first that fails the bundle. Does not roll back. */
