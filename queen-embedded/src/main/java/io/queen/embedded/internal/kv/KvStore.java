@@ -240,49 +240,12 @@ public final class KvStore {
       return List.of(write(c, ws.get(0)));
     }
     int n = ws.size();
-    String[] ops = new String[n];
-    String[] ns = new String[n];
-    String[] keys = new String[n];
-    String[] values = new String[n];
-    Long[] delta = new Long[n];
-    Long[] ttl = new Long[n];
-    Boolean[] forever = new Boolean[n];
-    Long[] expect = new Long[n];
-    Long[] max = new Long[n];
-    Boolean[] required = new Boolean[n];
-    for (int i = 0; i < n; i++) {
-      KvWrite w = ws.get(i);
-      ops[i] = w.op().name();
-      ns[i] = w.namespace();
-      keys[i] = w.key();
-      values[i] = w.valueJson();
-      delta[i] = w.delta();
-      ttl[i] = w.ttlMillis();
-      forever[i] = w.forever();
-      expect[i] = w.expect();
-      max[i] = w.max();
-      required[i] = w.required();
-    }
     try (PreparedStatement st = c.prepareStatement(writeManySql)) {
-      st.setArray(1, c.createArrayOf("text", ops));
-      st.setArray(2, c.createArrayOf("text", ns));
-      st.setArray(3, c.createArrayOf("text", keys));
-      st.setArray(4, c.createArrayOf("text", values));
-      st.setArray(5, c.createArrayOf("bigint", delta));
-      st.setArray(6, c.createArrayOf("bigint", ttl));
-      st.setArray(7, c.createArrayOf("boolean", forever));
-      st.setArray(8, c.createArrayOf("bigint", expect));
-      st.setArray(9, c.createArrayOf("bigint", max));
-      st.setArray(10, c.createArrayOf("boolean", required));
+      bindWrites(c, st, ws);
       List<KvWriteResult> out = new ArrayList<>(n);
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
-          KvWrite w = ws.get(rs.getInt(1) - 1);
-          String reason = rs.getString(3);
-          boolean found = rs.getBoolean(4);
-          out.add(new KvWriteResult(w.key(), rs.getBoolean(2),
-              reason == null ? null : KvReason.valueOf(reason.toUpperCase(Locale.ROOT)), found,
-              found ? codec.parse(rs.getString(5)) : null, rs.getLong(6), instant(rs, 7)));
+          out.add(writeResult(ws.get(rs.getInt(1) - 1), rs, 2));
         }
       }
       return out;
@@ -300,6 +263,56 @@ public final class KvStore {
    */
   public BundleResult writeThenAck(Connection c, List<KvWrite> ws, List<io.queen.embedded.internal.Broker.AckRequest> acks)
       throws SQLException {
+    int n = ws.size();
+    int k = acks.size();
+    Long[] pids = new Long[k];
+    String[] groups = new String[k];
+    Long[] offsets = new Long[k];
+    String[] leases = new String[k];
+    String[] statuses = new String[k];
+    String[] errors = new String[k];
+    for (int j = 0; j < k; j++) {
+      var a = acks.get(j);
+      pids[j] = a.message().partitionId();
+      groups[j] = a.message().consumerGroup();
+      offsets[j] = a.message().offset();
+      leases[j] = a.message().leaseId().toString();
+      statuses[j] = a.status().name();
+      errors[j] = a.error();
+    }
+    try (PreparedStatement st = c.prepareStatement(bundleSql)) {
+      bindWrites(c, st, ws);
+      st.setArray(11, c.createArrayOf("bigint", pids));
+      st.setArray(12, c.createArrayOf("text", groups));
+      st.setArray(13, c.createArrayOf("bigint", offsets));
+      st.setArray(14, c.createArrayOf("text", leases));
+      st.setArray(15, c.createArrayOf("text", statuses));
+      st.setArray(16, c.createArrayOf("text", errors));
+      List<KvWriteResult> out = new ArrayList<>(n);
+      io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
+      int acked = 0;
+      String fail = null;
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          fail = rs.getString(10);
+          int idx = rs.getInt(2) - 1;
+          if ("kv".equals(rs.getString(1))) {
+            out.add(writeResult(ws.get(idx), rs, 3));
+          } else {
+            var m = acks.get(idx).message();
+            ackOut[idx] = new io.queen.AckResult(m.partitionId(), m.offset(), io.queen.AckOutcome.valueOf(rs.getString(9)));
+            acked++;
+          }
+        }
+      }
+      return new BundleResult(List.copyOf(out), acked == k ? List.of(ackOut) : List.of(), fail);
+    } catch (SQLException e) {
+      throw argumentError(e);
+    }
+  }
+
+  /** Binds the writes as the first ten array parameters of kv_write_many / bundle_kv_ack, in that order. */
+  private static void bindWrites(Connection c, PreparedStatement st, List<KvWrite> ws) throws SQLException {
     int n = ws.size();
     String[] ops = new String[n];
     String[] ns = new String[n];
@@ -324,65 +337,24 @@ public final class KvStore {
       max[i] = w.max();
       required[i] = w.required();
     }
-    int k = acks.size();
-    Long[] pids = new Long[k];
-    String[] groups = new String[k];
-    Long[] offsets = new Long[k];
-    String[] leases = new String[k];
-    String[] statuses = new String[k];
-    String[] errors = new String[k];
-    for (int j = 0; j < k; j++) {
-      var a = acks.get(j);
-      pids[j] = a.message().partitionId();
-      groups[j] = a.message().consumerGroup();
-      offsets[j] = a.message().offset();
-      leases[j] = a.message().leaseId().toString();
-      statuses[j] = a.status().name();
-      errors[j] = a.error();
-    }
-    try (PreparedStatement st = c.prepareStatement(bundleSql)) {
-      st.setArray(1, c.createArrayOf("text", ops));
-      st.setArray(2, c.createArrayOf("text", ns));
-      st.setArray(3, c.createArrayOf("text", keys));
-      st.setArray(4, c.createArrayOf("text", values));
-      st.setArray(5, c.createArrayOf("bigint", delta));
-      st.setArray(6, c.createArrayOf("bigint", ttl));
-      st.setArray(7, c.createArrayOf("boolean", forever));
-      st.setArray(8, c.createArrayOf("bigint", expect));
-      st.setArray(9, c.createArrayOf("bigint", max));
-      st.setArray(10, c.createArrayOf("boolean", required));
-      st.setArray(11, c.createArrayOf("bigint", pids));
-      st.setArray(12, c.createArrayOf("text", groups));
-      st.setArray(13, c.createArrayOf("bigint", offsets));
-      st.setArray(14, c.createArrayOf("text", leases));
-      st.setArray(15, c.createArrayOf("text", statuses));
-      st.setArray(16, c.createArrayOf("text", errors));
-      List<KvWriteResult> out = new ArrayList<>(n);
-      io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
-      int acked = 0;
-      String fail = null;
-      try (ResultSet rs = st.executeQuery()) {
-        while (rs.next()) {
-          fail = rs.getString(10);
-          int idx = rs.getInt(2) - 1;
-          if ("kv".equals(rs.getString(1))) {
-            KvWrite w = ws.get(idx);
-            String reason = rs.getString(4);
-            boolean found = rs.getBoolean(5);
-            out.add(new KvWriteResult(w.key(), rs.getBoolean(3),
-                reason == null ? null : KvReason.valueOf(reason.toUpperCase(Locale.ROOT)), found,
-                found ? codec.parse(rs.getString(6)) : null, rs.getLong(7), instant(rs, 8)));
-          } else {
-            var m = acks.get(idx).message();
-            ackOut[idx] = new io.queen.AckResult(m.partitionId(), m.offset(), io.queen.AckOutcome.valueOf(rs.getString(9)));
-            acked++;
-          }
-        }
-      }
-      return new BundleResult(List.copyOf(out), acked == k ? List.of(ackOut) : List.of(), fail);
-    } catch (SQLException e) {
-      throw argumentError(e);
-    }
+    st.setArray(1, c.createArrayOf("text", ops));
+    st.setArray(2, c.createArrayOf("text", ns));
+    st.setArray(3, c.createArrayOf("text", keys));
+    st.setArray(4, c.createArrayOf("text", values));
+    st.setArray(5, c.createArrayOf("bigint", delta));
+    st.setArray(6, c.createArrayOf("bigint", ttl));
+    st.setArray(7, c.createArrayOf("boolean", forever));
+    st.setArray(8, c.createArrayOf("bigint", expect));
+    st.setArray(9, c.createArrayOf("bigint", max));
+    st.setArray(10, c.createArrayOf("boolean", required));
+  }
+
+  /** One result row of kv_write_many / bundle_kv_ack, read from column {@code at} on (applied .. expires_at). */
+  private KvWriteResult writeResult(KvWrite w, ResultSet rs, int at) throws SQLException {
+    String reason = rs.getString(at + 1);
+    boolean found = rs.getBoolean(at + 2);
+    return new KvWriteResult(w.key(), rs.getBoolean(at), reason == null ? null : KvReason.valueOf(reason.toUpperCase(Locale.ROOT)),
+        found, found ? codec.parse(rs.getString(at + 3)) : null, rs.getLong(at + 4), instant(rs, at + 5));
   }
 
   private static void setExpiry(PreparedStatement st, int at, KvWrite w) throws SQLException {
