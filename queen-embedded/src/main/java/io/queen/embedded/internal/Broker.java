@@ -371,29 +371,12 @@ public final class Broker {
       }
     }
     if (!sent.isEmpty()) {
-      int k = sent.size();
-      Long[] pids = new Long[k];
-      String[] groups = new String[k];
-      Long[] offsets = new Long[k];
-      String[] leases = new String[k];
-      String[] statuses = new String[k];
-      String[] errors = new String[k];
-      for (int j = 0; j < k; j++) {
-        AckRequest a = acks.get(sent.get(j));
-        pids[j] = a.message().partitionId();
-        groups[j] = a.message().consumerGroup();
-        offsets[j] = a.message().offset();
-        leases[j] = a.message().leaseId().toString();
-        statuses[j] = a.status().name();
-        errors[j] = a.error();
+      List<AckRequest> leased = new ArrayList<>(sent.size());
+      for (int i : sent) {
+        leased.add(acks.get(i));
       }
       try (PreparedStatement st = c.prepareStatement(ackSql)) {
-        st.setArray(1, c.createArrayOf("bigint", pids));
-        st.setArray(2, c.createArrayOf("text", groups));
-        st.setArray(3, c.createArrayOf("bigint", offsets));
-        st.setArray(4, c.createArrayOf("text", leases));
-        st.setArray(5, c.createArrayOf("text", statuses));
-        st.setArray(6, c.createArrayOf("text", errors));
+        bindAcks(c, st, 1, leased);
         try (ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
             int j = rs.getInt(1) - 1;
@@ -404,6 +387,35 @@ public final class Broker {
       }
     }
     return List.of(out);
+  }
+
+  /**
+   * Binds acknowledgements (all under leases) as six array parameters from {@code first} on: partition
+   * ids, groups, offsets, lease ids, statuses, errors (the argument order of the {@code ack} function).
+   */
+  public static void bindAcks(Connection c, PreparedStatement st, int first, List<AckRequest> acks) throws SQLException {
+    int k = acks.size();
+    Long[] pids = new Long[k];
+    String[] groups = new String[k];
+    Long[] offsets = new Long[k];
+    String[] leases = new String[k];
+    String[] statuses = new String[k];
+    String[] errors = new String[k];
+    for (int j = 0; j < k; j++) {
+      AckRequest a = acks.get(j);
+      pids[j] = a.message().partitionId();
+      groups[j] = a.message().consumerGroup();
+      offsets[j] = a.message().offset();
+      leases[j] = a.message().leaseId().toString();
+      statuses[j] = a.status().name();
+      errors[j] = a.error();
+    }
+    st.setArray(first, c.createArrayOf("bigint", pids));
+    st.setArray(first + 1, c.createArrayOf("text", groups));
+    st.setArray(first + 2, c.createArrayOf("bigint", offsets));
+    st.setArray(first + 3, c.createArrayOf("text", leases));
+    st.setArray(first + 4, c.createArrayOf("text", statuses));
+    st.setArray(first + 5, c.createArrayOf("text", errors));
   }
 
   // ---------------------------------------------------------------------------------- renew, release

@@ -265,29 +265,9 @@ public final class KvStore {
       throws SQLException {
     int n = ws.size();
     int k = acks.size();
-    Long[] pids = new Long[k];
-    String[] groups = new String[k];
-    Long[] offsets = new Long[k];
-    String[] leases = new String[k];
-    String[] statuses = new String[k];
-    String[] errors = new String[k];
-    for (int j = 0; j < k; j++) {
-      var a = acks.get(j);
-      pids[j] = a.message().partitionId();
-      groups[j] = a.message().consumerGroup();
-      offsets[j] = a.message().offset();
-      leases[j] = a.message().leaseId().toString();
-      statuses[j] = a.status().name();
-      errors[j] = a.error();
-    }
     try (PreparedStatement st = c.prepareStatement(bundleSql)) {
       bindWrites(c, st, ws);
-      st.setArray(11, c.createArrayOf("bigint", pids));
-      st.setArray(12, c.createArrayOf("text", groups));
-      st.setArray(13, c.createArrayOf("bigint", offsets));
-      st.setArray(14, c.createArrayOf("text", leases));
-      st.setArray(15, c.createArrayOf("text", statuses));
-      st.setArray(16, c.createArrayOf("text", errors));
+      io.queen.embedded.internal.Broker.bindAcks(c, st, 11, acks);
       List<KvWriteResult> out = new ArrayList<>(n);
       io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
       int acked = 0;
