@@ -137,7 +137,7 @@ class ConsumeLoopTest {
     Subscription s = queen.queue(q).consumer().leaseTime(Duration.ofSeconds(60)).gracePeriod(Duration.ofMillis(200))
         .consume(m -> {
           started.incrementAndGet();
-          Thread.sleep(30_000);
+          new java.util.concurrent.CountDownLatch(1).await(); // stuck until close interrupts it
         });
     await().atMost(Duration.ofSeconds(10)).until(() -> started.get() == 1);
     long t0 = System.nanoTime();

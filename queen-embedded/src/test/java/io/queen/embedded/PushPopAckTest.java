@@ -2,6 +2,7 @@ package io.queen.embedded;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import io.queen.AckOutcome;
@@ -311,8 +312,7 @@ class PushPopAckTest {
   @Test
   void subscriptionFromTimestamp() throws Exception {
     queen.queue(q).partition("p").push(body(0));
-    Thread.sleep(50);
-    var cut = queen.status().takenAt();
+    var cut = queen.status().takenAt(); // database time of a transaction that starts after the first push committed
     queen.queue(q).partition("p").push(body(1));
     List<Message> got = queen.queue(q).group("from").subscriptionFrom(cut).batch(10).pop();
     assertThat(got).extracting(m -> m.payload().get("n").asInt()).containsExactly(1);
@@ -342,7 +342,8 @@ class PushPopAckTest {
   void waitingPopWakesOnPush() throws Exception {
     CompletableFuture<List<Message>> waiting = CompletableFuture.supplyAsync(
         () -> queen.queue(q).consumer().waitFor(Duration.ofSeconds(20)).pop());
-    Thread.sleep(200);
+    // the pop is waiting: no answer for a while, then the push wakes it
+    await().during(Duration.ofMillis(200)).atMost(Duration.ofSeconds(2)).until(() -> !waiting.isDone());
     long t0 = System.nanoTime();
     queen.queue(q).partition("p").push(body(0));
     List<Message> got = waiting.get(10, TimeUnit.SECONDS);
@@ -354,10 +355,9 @@ class PushPopAckTest {
   void renewExtendsTheLease() throws Exception {
     queen.queue(q).partition("p").push(body(0));
     Message m = queen.queue(q).consumer().leaseTime(Duration.ofMillis(600)).pop().get(0);
-    for (int i = 0; i < 4; i++) {
-      Thread.sleep(300);
-      assertThat(queen.renew(m)).isTrue();
-    }
+    // renewed every 300 ms, the 600 ms lease stays held for twice its length
+    await().during(Duration.ofMillis(1200)).atMost(Duration.ofSeconds(5)).pollInterval(Duration.ofMillis(300))
+        .until(() -> queen.renew(m));
     assertThat(queen.ack(m).outcome()).isEqualTo(AckOutcome.ACKED);
   }
 

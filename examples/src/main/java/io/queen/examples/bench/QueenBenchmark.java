@@ -410,26 +410,8 @@ public final class QueenBenchmark {
     settle();
     AtomicLong lost = new AtomicLong();
     AtomicLong emptyPops = new AtomicLong();
-    Result queenR = measure("popack-queen", THREADS, i -> {
-      ConsumerBuilder consumer = queen.queue(q).consumer().batch(BATCH).partitions(n);
-      return () -> {
-        List<Message> batch = consumer.pop();
-        if (batch.isEmpty()) {
-          emptyPops.incrementAndGet();
-          LockSupport.parkNanos(1_000_000);
-          return 0;
-        }
-        int ok = 0;
-        for (AckResult r : queen.ack(batch)) {
-          if (r.success()) {
-            ok++;
-          } else {
-            lost.incrementAndGet();
-          }
-        }
-        return ok;
-      };
-    }, window);
+    Result queenR = measure("popack-queen", THREADS,
+        i -> popThenAck(queen.queue(q).consumer().batch(BATCH).partitions(n), emptyPops, lost), window);
     progress("Queen pop+ack", queenR);
     if (lost.get() > 0 || emptyPops.get() > 0) {
       say("  note: " + lost.get() + " acks not successful, " + emptyPops.get() + " empty pops");
@@ -900,26 +882,8 @@ public final class QueenBenchmark {
     settle();
     AtomicLong plainLost = new AtomicLong();
     AtomicLong plainEmpty = new AtomicLong();
-    Result plain = measure("ack-plain", THREADS, i -> {
-      ConsumerBuilder consumer = queen.queue(plainQ).consumer().batch(ONCE_BATCH).partitions(1);
-      return () -> {
-        List<Message> batch = consumer.pop();
-        if (batch.isEmpty()) {
-          plainEmpty.incrementAndGet();
-          LockSupport.parkNanos(1_000_000);
-          return 0;
-        }
-        int ok = 0;
-        for (AckResult r : queen.ack(batch)) {
-          if (r.success()) {
-            ok++;
-          } else {
-            plainLost.incrementAndGet();
-          }
-        }
-        return ok;
-      };
-    }, window);
+    Result plain = measure("ack-plain", THREADS,
+        i -> popThenAck(queen.queue(plainQ).consumer().batch(ONCE_BATCH).partitions(1), plainEmpty, plainLost), window);
     progress("pop + ack(batch)", plain);
 
     settle();
@@ -1018,6 +982,27 @@ public final class QueenBenchmark {
   // ------------------------------------------------------------------------------------------------------------- helpers
 
   /** {@link ThroughputRunner#run}, with wait-event sampling when {@code --diagnose} is given. */
+  /** A worker that pops a batch and acknowledges it; counts empty pops and acks that did not succeed. */
+  private ThroughputRunner.Worker popThenAck(ConsumerBuilder consumer, AtomicLong emptyPops, AtomicLong lost) {
+    return () -> {
+      List<Message> batch = consumer.pop();
+      if (batch.isEmpty()) {
+        emptyPops.incrementAndGet();
+        LockSupport.parkNanos(1_000_000);
+        return 0;
+      }
+      int ok = 0;
+      for (AckResult r : queen.ack(batch)) {
+        if (r.success()) {
+          ok++;
+        } else {
+          lost.incrementAndGet();
+        }
+      }
+      return ok;
+    };
+  }
+
   private Result measure(String name, int threads, ThroughputRunner.WorkerFactory factory, Window window) throws Exception {
     WaitSampler sampler = WaitSampler.start(options.diagnose(), name, options.diagnose() ? db.connection() : null);
     try {

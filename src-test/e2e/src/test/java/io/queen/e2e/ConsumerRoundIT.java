@@ -20,10 +20,8 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Deque;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -60,18 +58,19 @@ import org.slf4j.LoggerFactory;
 class ConsumerRoundIT {
   private static final Logger LOG = LoggerFactory.getLogger(ConsumerRoundIT.class);
 
-  private final Deque<AutoCloseable> resources = new ArrayDeque<>();
+  private E2e.Nodes nodes;
   private TestDatabase db;
 
   @BeforeEach
   void init(TestDatabase db) {
     this.db = db;
+    nodes = new E2e.Nodes(db, 10);
   }
 
   @AfterEach
   void closeAll() throws Exception {
-    while (!resources.isEmpty()) {
-      resources.pop().close();
+    if (nodes != null) {
+      nodes.close();
     }
   }
 
@@ -81,16 +80,11 @@ class ConsumerRoundIT {
   }
 
   private Queen node(String id, UnaryOperator<EmbeddedQueen.Builder> options) {
-    var pool = db.newDataSource(10);
-    resources.push(pool);
-    Queen q = options.apply(EmbeddedQueen.builder().dataSource(pool).nodeId(id)).start();
-    resources.push(q);
-    return q;
+    return nodes.node(id, options);
   }
 
   private <T extends AutoCloseable> T closeLater(T t) {
-    resources.push(t);
-    return t;
+    return nodes.closeLater(t);
   }
 
   private static Set<UUID> push(Queen queen, String q, int messages, int partitions) {

@@ -123,4 +123,40 @@ final class E2e {
       return d;
     }
   }
+
+  /**
+   * Nodes and other things a test opens, closed in reverse order by {@link #close()} (call it from
+   * {@code @AfterEach}). Each node gets its own pool, as if it were another JVM.
+   */
+  static final class Nodes implements AutoCloseable {
+    private final java.util.Deque<AutoCloseable> open = new java.util.ArrayDeque<>();
+    private final TestDatabase db;
+    private final int poolSize;
+
+    Nodes(TestDatabase db, int poolSize) {
+      this.db = db;
+      this.poolSize = poolSize;
+    }
+
+    Queen node(String id) {
+      return node(id, b -> b);
+    }
+
+    Queen node(String id, java.util.function.UnaryOperator<io.queen.embedded.EmbeddedQueen.Builder> options) {
+      var pool = closeLater(db.newDataSource(poolSize));
+      return closeLater(options.apply(io.queen.embedded.EmbeddedQueen.builder().dataSource(pool).nodeId(id)).start());
+    }
+
+    <T extends AutoCloseable> T closeLater(T t) {
+      open.push(t);
+      return t;
+    }
+
+    @Override
+    public void close() throws Exception {
+      while (!open.isEmpty()) {
+        open.pop().close();
+      }
+    }
+  }
 }

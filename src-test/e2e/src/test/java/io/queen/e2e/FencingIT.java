@@ -9,13 +9,10 @@ import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.Message;
 import io.queen.Queen;
-import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Deque;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -32,7 +29,7 @@ import org.junit.jupiter.api.Timeout;
 @QueenPostgres
 class FencingIT {
   private static final String G = Queen.DEFAULT_GROUP;
-  private final Deque<AutoCloseable> resources = new ArrayDeque<>();
+  private E2e.Nodes nodes;
   private Queen a;
   private Queen b;
 
@@ -44,17 +41,16 @@ class FencingIT {
 
   @AfterEach
   void stop() throws Exception {
-    while (!resources.isEmpty()) {
-      resources.pop().close();
+    if (nodes != null) {
+      nodes.close();
     }
   }
 
   private Queen node(TestDatabase db, String id) {
-    var pool = db.newDataSource(4);
-    resources.push(pool);
-    Queen q = EmbeddedQueen.builder().dataSource(pool).nodeId(id).start();
-    resources.push(q);
-    return q;
+    if (nodes == null) {
+      nodes = new E2e.Nodes(db, 4);
+    }
+    return nodes.node(id);
   }
 
   private static void push(Queen node, String q, int n) {

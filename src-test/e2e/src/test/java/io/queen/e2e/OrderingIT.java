@@ -4,20 +4,16 @@ import static io.queen.e2e.E2e.lag;
 import static io.queen.e2e.E2e.within;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.zaxxer.hikari.HikariDataSource;
 import io.queen.PushItem;
 import io.queen.PushResult;
 import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
-import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.Deque;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -46,21 +42,20 @@ class OrderingIT {
   private static final int PUSH_BATCH = 100;
   private static final int WORKERS = 4;
 
-  private final Deque<AutoCloseable> resources = new ArrayDeque<>();
+  private E2e.Nodes nodes;
 
   @AfterEach
   void closeAll() throws Exception {
-    while (!resources.isEmpty()) {
-      resources.pop().close();
+    if (nodes != null) {
+      nodes.close();
     }
   }
 
   private Queen node(TestDatabase db, String id) {
-    HikariDataSource pool = db.newDataSource(12);
-    resources.push(pool);
-    Queen q = EmbeddedQueen.builder().dataSource(pool).nodeId(id).start();
-    resources.push(q);
-    return q;
+    if (nodes == null) {
+      nodes = new E2e.Nodes(db, 12);
+    }
+    return nodes.node(id);
   }
 
   @Test
@@ -77,7 +72,7 @@ class OrderingIT {
         rec.record(m);
         checkPushOrder(lastN, pushOrder, m.partitionId(), m.payload().get("n").asInt(), m.partition());
       });
-      resources.push(s);
+      nodes.closeLater(s);
     }
 
     long started = System.nanoTime();
@@ -110,7 +105,7 @@ class OrderingIT {
       for (Queen node : List.of(a, b)) {
         Subscription s = node.queue(q).group(g).subscription(SubscriptionMode.ALL).concurrency(WORKERS).batch(10)
             .consume(rec::record);
-        resources.push(s);
+        nodes.closeLater(s);
       }
     }
 

@@ -17,9 +17,7 @@ import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Deque;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -49,27 +47,24 @@ class ShutdownIT {
   /** What close may take beyond the grace period: interrupting workers, releasing leases, stopping threads. */
   private static final long STOP_SLACK_MS = 3_000;
 
-  private final Deque<AutoCloseable> resources = new ArrayDeque<>();
+  private E2e.Nodes nodes;
   private TestDatabase db;
 
   @BeforeEach
   void init(TestDatabase db) {
     this.db = db;
+    nodes = new E2e.Nodes(db, 6);
   }
 
   @AfterEach
   void stop() throws Exception {
-    while (!resources.isEmpty()) {
-      resources.pop().close();
+    if (nodes != null) {
+      nodes.close();
     }
   }
 
   private Queen node(String id, UnaryOperator<EmbeddedQueen.Builder> options) {
-    var pool = db.newDataSource(6);
-    resources.push(pool);
-    Queen q = options.apply(EmbeddedQueen.builder().dataSource(pool).nodeId(id)).start();
-    resources.push(q);
-    return q;
+    return nodes.node(id, options);
   }
 
   /** Two partitions of three messages each. */
@@ -126,7 +121,7 @@ class ShutdownIT {
     pushTwoPartitions(a, q);
     Stuck stuck = new Stuck(2);
     Subscription s = a.queue(q).consumer().concurrency(2).batch(3).gracePeriod(GRACE).consume(stuck::handle);
-    resources.push(s);
+    nodes.closeLater(s);
     assertThat(stuck.started.await(20, TimeUnit.SECONDS)).isTrue();
     assertThat(leases(b, q, G)).isEqualTo(2);
 
@@ -191,7 +186,7 @@ class ShutdownIT {
         handled.add(m.offset());
       }
     });
-    resources.push(s);
+    nodes.closeLater(s);
     assertThat(inHandler.await(20, TimeUnit.SECONDS)).isTrue();
 
     Thread closer = new Thread(s::close, "test-closer");
