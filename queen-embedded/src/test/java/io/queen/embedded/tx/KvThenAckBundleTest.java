@@ -1,18 +1,28 @@
 package io.queen.embedded.tx;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import io.queen.AckOutcome;
 import io.queen.CommitResult;
 import io.queen.Kv;
+import io.queen.KvEntry;
 import io.queen.KvReason;
+import io.queen.KvWriteResult;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
@@ -104,5 +114,83 @@ class KvThenAckBundleTest {
     assertThat(res.acks()).extracting(a -> a.outcome()).contains(AckOutcome.LEASE_LOST);
     assertThat(queen.kv().get(ns, "z").found()).as("a zombie's marker never lands").isFalse();
     queen.ack(holder);
+  }
+
+  // ---- the marker path: put-if-absent writes then acks go as one plain statement, falling back when it cannot apply
+
+  @Test
+  void aMarkerAnswersWithWhatWasStored() {
+    List<Message> batch = popTwo(Duration.ofSeconds(30));
+    CommitResult res = queen.transaction().putIfAbsent(ns, "ttl", Map.of("id", "ch_1"), Kv.ttl(Duration.ofHours(1)).required())
+        .once(ns, "forever", Kv.forever().required()).ack(batch).commit();
+    assertThat(res.success()).isTrue();
+    KvWriteResult ttl = res.writes().get(0);
+    KvEntry stored = queen.kv().get(ns, "ttl");
+    assertThat(ttl.applied()).isTrue();
+    assertThat(ttl.found()).isTrue();
+    assertThat(ttl.version()).isEqualTo(1).isEqualTo(stored.version());
+    assertThat(ttl.value()).isEqualTo(stored.value());
+    assertThat(ttl.expiresAt()).as("the expiry the database stored, to the microsecond").isEqualTo(stored.expiresAt());
+    KvWriteResult forever = res.writes().get(1);
+    assertThat(forever.expiresAt()).isNull();
+    assertThat(queen.kv().get(ns, "forever").expiresAt()).isNull();
+    assertThat(queen.status().queue(q).groups().get(0).lag()).isZero();
+  }
+
+  @Test
+  void aMarkerWinsOverAnExpiredRowStillInTheTable() {
+    queen.kv().put(ns, "old", Map.of("stale", true), Kv.ttl(Duration.ofMillis(50)));
+    await().atMost(Duration.ofSeconds(10)).until(() -> !queen.kv().get(ns, "old").found());
+    List<Message> batch = popTwo(Duration.ofSeconds(30));
+    CommitResult res = queen.transaction().once(ns, "old", Kv.ttl(Duration.ofHours(1)).required()).ack(batch).commit();
+    assertThat(res.success()).isTrue();
+    assertThat(res.writes()).singleElement().satisfies(w -> {
+      assertThat(w.applied()).isTrue();
+      assertThat(w.version()).as("a fresh key over the expired row").isEqualTo(1);
+    });
+    assertThat(queen.kv().get(ns, "old").value().asBoolean()).isTrue();
+    assertThat(queen.status().queue(q).groups().get(0).lag()).isZero();
+  }
+
+  @Test
+  void twoConsumersRacingForOneMarkerHaveOneWinnerAndTheLosersAckDoesNotLand(DataSource ds) throws Exception {
+    queen.queue(q).partition("a").push(Map.of("i", 0));
+    queen.queue(q).partition("b").push(Map.of("i", 1));
+    List<Message> first = queen.queue(q).consumer().partition("a").leaseTime(Duration.ofSeconds(30)).pop();
+    List<Message> second = queen.queue(q).consumer().partition("b").leaseTime(Duration.ofSeconds(30)).pop();
+    assertThat(first).hasSize(1);
+    assertThat(second).hasSize(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try (Connection a = ds.getConnection()) {
+      a.setAutoCommit(false);
+      CommitResult won = queen.transaction().putIfAbsent(ns, "charge:1", Map.of("id", "ch_A"), Kv.ttl(Duration.ofHours(1)).required())
+          .ack(first).commit(a);
+      assertThat(won.success()).isTrue();
+      // B's marker insert waits on A's uncommitted row, then meets A's commit
+      CompletableFuture<CommitResult> lost = CompletableFuture.supplyAsync(() -> queen.transaction()
+          .putIfAbsent(ns, "charge:1", Map.of("id", "ch_B"), Kv.ttl(Duration.ofHours(1)).required()).ack(second).commit(), pool);
+      await().atMost(Duration.ofSeconds(10)).until(() -> waitingOnALock(ds));
+      a.commit();
+      CommitResult b = lost.get(30, TimeUnit.SECONDS);
+      assertThat(b.success()).isFalse();
+      assertThat(b.reason()).isEqualTo(CommitResult.Reason.KV_PRECONDITION);
+      assertThat(b.value().get("id").asText()).isEqualTo("ch_A");
+      assertThat(b.version()).isEqualTo(1);
+    } finally {
+      pool.shutdownNow();
+    }
+    assertThat(queen.kv().get(ns, "charge:1").value().get("id").asText()).isEqualTo("ch_A");
+    assertThat(queen.status().queue(q).groups().get(0).leases()).as("B's lease is still held: its ack did not land")
+        .isEqualTo(1);
+    assertThat(queen.ack(second)).extracting(a -> a.outcome()).containsOnly(AckOutcome.ACKED);
+  }
+
+  private static boolean waitingOnALock(DataSource ds) throws SQLException {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select count(*) from pg_stat_activity where datname = current_database()"
+            + " and wait_event_type = 'Lock'")) {
+      rs.next();
+      return rs.getInt(1) > 0;
+    }
   }
 }

@@ -39,6 +39,10 @@ public final class KvStore {
   public static final int MAX_MANY_KEYS = Kv.MAX_PAGE;
   /** SQLState of the argument checks in {@code V2__kv.sql} (invalid_parameter_value). */
   static final String INVALID_ARGUMENT = "22023";
+  /** SQLState of a duplicate key: in the marker path, a marker's key already has a row. */
+  static final String UNIQUE_VIOLATION = "23505";
+  /** SQLState raised by {@code bundle_lease_lost()} when the marker path meets a lost lease. */
+  static final String BUNDLE_LEASE_LOST = "QB002";
 
   private final JsonCodec codec;
   private final long maxReadBytes;
@@ -49,6 +53,7 @@ public final class KvStore {
   private final String putSql;
   private final String writeManySql;
   private final String bundleSql;
+  private final String markersSql;
   private final String putIfAbsentSql;
   private final String incrSql;
   private final String deleteSql;
@@ -98,6 +103,15 @@ public final class KvStore {
         + " fail from " + s + ".bundle_kv_ack(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
         + " ?::boolean[], ?::bigint[], ?::bigint[], ?::boolean[], ?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[],"
         + " ?::text[], ?::text[])";
+    // The KV insert runs first (the lateral reference to its count makes the ack wait for it), in the same order as
+    // bundle_kv_ack: writes, then acks.
+    this.markersSql = "with w as (insert into " + s + ".kv (namespace, key, value, version, expires_at)"
+        + " select x.ns, x.k, x.v::jsonb, 1, now() + x.ttl * interval '1 millisecond'"
+        + " from unnest(?::text[], ?::text[], ?::text[], ?::bigint[]) as x(ns, k, v, ttl) returning 1),"
+        + " n as (select count(*) as made from w)"
+        + " select a.idx, a.outcome, now() from n cross join lateral " + s + ".ack("
+        + "case when n.made >= 0 then ?::bigint[] end, ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[]) a"
+        + " where case when a.outcome = 'LEASE_LOST' then " + s + ".bundle_lease_lost() else true end";
   }
 
   /** The byte ceiling of one prefix page. */
@@ -287,6 +301,66 @@ public final class KvStore {
       }
       return new BundleResult(List.copyOf(out), acked == k ? List.of(ackOut) : List.of(), fail);
     } catch (SQLException e) {
+      throw argumentError(e);
+    }
+  }
+
+  /**
+   * The marker fast path of {@link #writeThenAck}, for put-if-absent writes only (once() per message + the batch's
+   * acks): one plain auto-commit statement, a multi-row insert of the markers and the ack call, with no PL/pgSQL for the
+   * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (version 1, the value
+   * sent), or it applies nothing and returns {@code null}: a key had a row (any row: live, expired, or just committed
+   * by a concurrent bundle) or a lease was lost. The caller then runs {@link #writeThenAck}, which says exactly which
+   * and why. Call it on an auto-commit connection only.
+   */
+  public BundleResult markersThenAck(Connection c, List<KvWrite> ws, List<io.queen.embedded.internal.Broker.AckRequest> acks)
+      throws SQLException {
+    int n = ws.size();
+    int k = acks.size();
+    String[] ns = new String[n];
+    String[] keys = new String[n];
+    String[] values = new String[n];
+    Long[] ttl = new Long[n];
+    for (int i = 0; i < n; i++) {
+      KvWrite w = ws.get(i);
+      if (w.op() != KvWrite.Op.PUT_IF_ABSENT) {
+        throw new IllegalArgumentException("the marker path takes put-if-absent writes only, got " + w.op());
+      }
+      ns[i] = w.namespace();
+      keys[i] = w.key();
+      values[i] = w.valueJson();
+      ttl[i] = w.ttlMillis();
+    }
+    try (PreparedStatement st = c.prepareStatement(markersSql)) {
+      st.setArray(1, c.createArrayOf("text", ns));
+      st.setArray(2, c.createArrayOf("text", keys));
+      st.setArray(3, c.createArrayOf("text", values));
+      st.setArray(4, c.createArrayOf("bigint", ttl));
+      io.queen.embedded.internal.Broker.bindAcks(c, st, 5, acks);
+      io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
+      Instant now = null;
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          int idx = rs.getInt(1) - 1;
+          var m = acks.get(idx).message();
+          ackOut[idx] = new io.queen.AckResult(m.partitionId(), m.offset(), io.queen.AckOutcome.valueOf(rs.getString(2)));
+          now = instant(rs, 3);
+        }
+      }
+      if (now == null) {
+        throw new IllegalStateException("the ack call answered no rows for " + k + " acknowledgements");
+      }
+      List<KvWriteResult> out = new ArrayList<>(n);
+      for (int i = 0; i < n; i++) {
+        KvWrite w = ws.get(i);
+        out.add(new KvWriteResult(w.key(), true, null, true, codec.parse(w.valueJson()), 1,
+            w.ttlMillis() == null ? null : now.plusMillis(w.ttlMillis())));
+      }
+      return new BundleResult(List.copyOf(out), List.of(ackOut), null);
+    } catch (SQLException e) {
+      if (UNIQUE_VIOLATION.equals(e.getSQLState()) || BUNDLE_LEASE_LOST.equals(e.getSQLState())) {
+        return null;
+      }
       throw argumentError(e);
     }
   }

@@ -332,7 +332,13 @@ public final class TransactionImpl implements Transaction {
         owner.add(j);
       }
     }
-    KvStore.BundleResult b = store.writeThenAck(c, writes, acks);
+    KvStore.BundleResult b = null;
+    if (!acks.isEmpty() && writes.stream().allMatch(x -> x.op() == KvWrite.Op.PUT_IF_ABSENT)) {
+      b = store.markersThenAck(c, writes, acks); // null: it did not apply, and the general call says why
+    }
+    if (b == null) {
+      b = store.writeThenAck(c, writes, acks);
+    }
     Run run = new Run();
     run.writes.addAll(b.writes());
     run.acks.addAll(b.acks());

@@ -1,0 +1,96 @@
+package io.queen.embedded.kv;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.queen.Kv;
+import io.queen.KvOptions;
+import io.queen.KvReason;
+import io.queen.KvWriteResult;
+import io.queen.embedded.internal.kv.KvWrite;
+import io.queen.testkit.QueenPostgres;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInfo;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A bundle's consecutive writes run in one call, and its put-if-absent writes are created by one multi-row insert
+ * (V4); these tests hold that to the one-write-at-a-time rules.
+ */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class KvWriteManyTest {
+  private static final KvOptions HOUR = Kv.ttl(Duration.ofHours(1));
+  private KvFixture fx;
+  private String ns;
+
+  @BeforeEach
+  void start(DataSource ds, TestInfo info) {
+    fx = new KvFixture(ds);
+    ns = "wm." + info.getTestMethod().orElseThrow().getName();
+  }
+
+  private List<KvWriteResult> writeMany(KvWrite... writes) throws SQLException {
+    try (Connection c = fx.ds.getConnection()) {
+      return fx.store.writeMany(c, List.of(writes));
+    }
+  }
+
+  @Test
+  void putIfAbsentWritesTakenTogetherAnswerInOrderAsOneByOne() throws SQLException {
+    fx.kv.put(ns, "live", "old", HOUR);
+    fx.kv.put(ns, "expired", "old", HOUR);
+    fx.expire(ns, "expired");
+    List<KvWriteResult> res = writeMany(
+        fx.store.preparePutIfAbsent(ns, "new", "a", HOUR),
+        fx.store.preparePutIfAbsent(ns, "live", "b", HOUR),
+        fx.store.preparePutIfAbsent(ns, "expired", "c", Kv.forever()),
+        fx.store.prepareIncr(ns, "counter", 5, HOUR));
+    assertThat(res).extracting(KvWriteResult::key).containsExactly("new", "live", "expired", "counter");
+    assertThat(res).extracting(KvWriteResult::applied).containsExactly(true, false, true, true);
+    assertThat(res.get(0).version()).isEqualTo(1);
+    assertThat(res.get(0).value().asText()).isEqualTo("a");
+    assertThat(res.get(0).expiresAt()).isEqualTo(fx.kv.get(ns, "new").expiresAt());
+    assertThat(res.get(1).reason()).isEqualTo(KvReason.EXISTS);
+    assertThat(res.get(1).value().asText()).as("the live value, not ours").isEqualTo("old");
+    assertThat(res.get(2).version()).as("a fresh key over the expired row").isEqualTo(1);
+    assertThat(res.get(2).expiresAt()).isNull();
+    assertThat(fx.kv.get(ns, "expired").value().asText()).isEqualTo("c");
+    assertThat(fx.physicalRows(ns, "expired")).isEqualTo(1);
+    assertThat(res.get(3).value().asLong()).isEqualTo(5);
+  }
+
+  @Test
+  void resultsEndAtTheFirstRequiredWriteThatDidNotApply() throws SQLException {
+    fx.kv.put(ns, "taken", "old", HOUR);
+    List<KvWriteResult> res = writeMany(
+        fx.store.preparePutIfAbsent(ns, "a", "a", HOUR.required()),
+        fx.store.preparePutIfAbsent(ns, "taken", "b", HOUR.required()),
+        fx.store.preparePutIfAbsent(ns, "c", "c", HOUR.required()));
+    assertThat(res).extracting(KvWriteResult::key).containsExactly("a", "taken");
+    assertThat(res.get(1).reason()).isEqualTo(KvReason.EXISTS);
+  }
+
+  @Test
+  void theDatabaseRefusesTwoTouchesOfOneKeyInOneCall() throws SQLException {
+    try (Connection c = fx.ds.getConnection(); Statement st = c.createStatement()) {
+      assertThatThrownBy(() -> st.executeQuery("select * from queen.kv_write_many(array['PUT', 'PUT_IF_ABSENT'],"
+          + " array['" + ns + "', '" + ns + "'], array['k', 'k'], array['1', '2'], array[0, 0]::bigint[],"
+          + " array[null, null]::bigint[], array[true, true], array[null, null]::bigint[], array[null, null]::bigint[],"
+          + " array[false, false])"))
+          .isInstanceOfSatisfying(SQLException.class, e -> {
+            assertThat(e.getSQLState()).isEqualTo("22023");
+            assertThat(e.getMessage()).contains("at most once");
+          });
+    }
+    assertThat(fx.physicalRows(ns, "k")).as("nothing was written").isZero();
+  }
+}
