@@ -75,6 +75,11 @@ final class ThroughputRunner {
     double seconds() {
       return nanos / 1e9;
     }
+
+    /** Two runs' messages and times added, as one longer window. */
+    Result plus(Result other) {
+      return new Result(messages + other.messages, nanos + other.nanos, total + other.total);
+    }
   }
 
   private ThroughputRunner() {}
