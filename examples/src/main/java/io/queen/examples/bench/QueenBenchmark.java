@@ -75,6 +75,7 @@ public final class QueenBenchmark {
   static final int BATCH = 100;
   static final int PARTITIONS_PER_BATCH = 10;
   static final int ONCE_PARTITIONS = 100;
+  static final int POPACK_ROUNDS = 10;
   static final int ONCE_BATCH = 10;
   static final int ONCE_ROUND = 5_000;
   static final int ONCE_ROUNDS = 12;
@@ -387,40 +388,32 @@ public final class QueenBenchmark {
 
   /**
    * Drains a backlog spread evenly over 1,000 partitions. Queen: pop(batch 100) then ack(batch) with the queue's own group.
-   * Raw: {@code DELETE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 100) RETURNING}. The window runs from 10 % to
-   * 90 % of the backlog, so neither the cold start nor the ragged end (threads running out of work) is counted.
+   * Raw: {@code DELETE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 100) RETURNING}. Both backlogs are filled
+   * first; then the sides run in alternating rounds (see {@link #alternate}), so neither the cold start nor the ragged end
+   * (threads running out of work) is counted.
    */
   private void popAckBatch100() throws Exception {
     // The backlog is filled in rounds of 4,000 messages: 4 per partition.
-    long rounds = Math.max(1, Math.round(100_000 * options.scale() / 4_000));
+    long rounds = Math.max(1, Math.round(200_000 * options.scale() / 4_000));
     // + one message per partition from priming (Queen) and the same 1,000 rows on the raw side
     long backlog = rounds * 4_000 + PARTITIONS;
     long depth = backlog / PARTITIONS;
+    // one untimed round and the measured ones, each of which may overshoot by the batches in flight when it stops, and a
+    // round's worth left over: the last pops of a nearly drained queue come back short
+    long roundMessages = backlog / (POPACK_ROUNDS + 2) - (long) THREADS * BATCH;
     // partitions(n): a pop may lease up to n partitions and takes at most 100 messages over all of them. The default picks
     // the fewest partitions that can still fill a batch of 100 from this backlog: ceil(100 / messages per partition), so
-    // 1 at the default scale (101 per partition) and 8 at --scale 0.1 (13 per partition). Asking for more than that
+    // 1 at the default scale (201 per partition) and 4 at --scale 0.1 (21 per partition). Asking for more than that
     // makes each pop lock more candidate cursor rows than a full batch needs; asking for fewer makes batches short. A real
     // consumer would tune it the same way; --popack-partitions overrides it to see the cost of spreading (e.g. 10 x 10).
     int n = options.popackPartitions() > 0 ? options.popackPartitions() : (int) Math.min(1000, (BATCH + depth - 1) / depth);
-    say("  backlog " + backlog + " messages, " + depth + " per partition; Queen pops use batch(" + BATCH + ").partitions(" + n
-        + ")");
-    Window window = Window.between(backlog / 10, backlog * 9 / 10, options.window().multipliedBy(4), Duration.ofMinutes(2));
+    say("  backlog " + backlog + " messages on each side, " + depth + " per partition; Queen pops use batch(" + BATCH
+        + ").partitions(" + n + "); rounds of " + roundMessages + " messages");
 
     String q = queueName("popack");
     prime(queen.queue(q), partitionNames);
     Result fill = fillQueen(q, rounds);
     progress("  (fill, Queen push of 1,000-message batches)", fill);
-    settle();
-    AtomicLong lost = new AtomicLong();
-    AtomicLong emptyPops = new AtomicLong();
-    Result queenR = measure("popack-queen", THREADS,
-        i -> popThenAck(queen.queue(q).consumer().batch(BATCH).partitions(n), emptyPops, lost), window);
-    progress("Queen pop+ack", queenR);
-    if (lost.get() > 0 || emptyPops.get() > 0) {
-      say("  note: " + lost.get() + " acks not successful, " + emptyPops.get() + " empty pops");
-    }
-    deleteQueue(q);
-
     Result rawFill = fillRaw(rounds);
     try (Connection c = rawPool.getConnection(); PreparedStatement ps = c.prepareStatement("INSERT INTO " + RAW_TABLE
         + " (partition, payload) SELECT p, j::jsonb FROM unnest(?::text[], ?::text[]) AS u(p, j)")) {
@@ -433,10 +426,14 @@ public final class QueenBenchmark {
       ps.executeUpdate();
     }
     progress("  (fill, raw unnest INSERT of 1,000 rows)", rawFill);
-    settle();
+
+    AtomicLong lost = new AtomicLong();
+    AtomicLong emptyPops = new AtomicLong();
+    ThroughputRunner.WorkerFactory queenWorkers =
+        i -> popThenAck(queen.queue(q).consumer().batch(BATCH).partitions(n), emptyPops, lost);
     String sql = "DELETE FROM " + RAW_TABLE + " WHERE id IN (SELECT id FROM " + RAW_TABLE
         + " ORDER BY id LIMIT " + BATCH + " FOR UPDATE SKIP LOCKED) RETURNING id, partition, payload, created_at";
-    Result rawR = measure("popack-raw", THREADS, i -> new RawWorker(rawPool, sql) {
+    ThroughputRunner.WorkerFactory rawWorkers = i -> new RawWorker(rawPool, sql) {
       @Override
       public int step() throws SQLException {
         int count = 0;
@@ -451,11 +448,21 @@ public final class QueenBenchmark {
         }
         return count == 0 ? -1 : count;
       }
-    }, window);
+    };
+    settle();
+    Result[] r = alternate("popack-queen", 'Q', queenWorkers, "popack-raw", 'R', rawWorkers, roundMessages, POPACK_ROUNDS);
+    Result queenR = r[0];
+    Result rawR = r[1];
+    progress("Queen pop+ack", queenR);
     progress("raw SKIP LOCKED delete", rawR);
+    if (lost.get() > 0 || emptyPops.get() > 0) {
+      say("  note: " + lost.get() + " acks not successful, " + emptyPops.get() + " empty pops");
+    }
+    deleteQueue(q);
     truncateRaw();
 
-    throughput("popack_batch100", queenR, rawR, 0.50, "backlog " + backlog + ", partitions(" + n + ")");
+    throughput("popack_batch100", queenR, rawR, 0.50, "backlog " + backlog + ", partitions(" + n + "), " + POPACK_ROUNDS
+        + " alternating rounds of " + roundMessages);
   }
 
   /** Pushes {@code rounds} x 4,000 messages: each round puts 4 messages in each of the 1,000 partitions. */
@@ -893,30 +900,10 @@ public final class QueenBenchmark {
         i -> popThenAck(queen.queue(plainQ).consumer().batch(ONCE_BATCH).partitions(1), plainEmpty, plainLost);
     ThroughputRunner.WorkerFactory onceWorkers =
         i -> popOnceAck(queen.queue(onceQ).consumer().batch(ONCE_BATCH).partitions(1), ns, marker, onceEmpty, onceLost);
-    Window round = Window.between(ONCE_ROUND / 20, ONCE_ROUND, Duration.ofMinutes(1), Duration.ofMinutes(1));
-
     settle();
-    // untimed: both code paths compiled, both tables and indexes warm
-    measure("ack-plain", THREADS, plainWorkers, round);
-    measure("ack-once", THREADS, onceWorkers, round);
-    int measured = ONCE_ROUNDS;
-    Result plain = new Result(0, 0, 0);
-    Result once = new Result(0, 0, 0);
-    StringBuilder perRound = new StringBuilder();
-    for (int r = 0; r < measured; r++) {
-      boolean plainFirst = r % 2 == 0;
-      for (int side = 0; side < 2; side++) {
-        boolean isPlain = (side == 0) == plainFirst;
-        Result x = measure(isPlain ? "ack-plain" : "ack-once", THREADS, isPlain ? plainWorkers : onceWorkers, round);
-        perRound.append(String.format(Locale.ROOT, " %s %,.0f", isPlain ? "P" : "O", x.perSecond()));
-        if (isPlain) {
-          plain = plain.plus(x);
-        } else {
-          once = once.plus(x);
-        }
-      }
-    }
-    say("  rounds (msgs/s):" + perRound);
+    Result[] r = alternate("ack-plain", 'P', plainWorkers, "ack-once", 'O', onceWorkers, ONCE_ROUND, ONCE_ROUNDS);
+    Result plain = r[0];
+    Result once = r[1];
     progress("pop + ack(batch)", plain);
     progress("pop + bundle(once x n, ack(batch))", once);
     if (plainLost.get() + plainEmpty.get() + onceLost.get() + onceEmpty.get() > 0) {
@@ -928,7 +915,7 @@ public final class QueenBenchmark {
 
     double x = 1 - once.perSecond() / plain.perSecond();
     rows.add(new Row("once_ack_overhead", num(once.perSecond(), 0), num(plain.perSecond(), 0), "msgs/s", num(x, 3), "<= 0.20",
-        verdict(x <= 0.20), "x = 1 - once/plain; " + measured + " alternating rounds of " + ONCE_ROUND + " per side over "
+        verdict(x <= 0.20), "x = 1 - once/plain; " + ONCE_ROUNDS + " alternating rounds of " + ONCE_ROUND + " per side over "
         + ONCE_PARTITIONS + " partitions, batch(" + ONCE_BATCH + "); baseline: pop + ack(batch)"));
     lines.add("RATIO once_ack_overhead " + num(x, 3));
     lines.add(figure("once_ack_msgs_per_s", once.perSecond(), "msgs/s"));
@@ -1049,6 +1036,38 @@ public final class QueenBenchmark {
         sampler.close();
       }
     }
+  }
+
+  /**
+   * Two sides that drain backlogs of their own, run in alternating rounds of {@code roundMessages} in ABBA order (a, b, b,
+   * a, ...) after one untimed round each; returns each side's messages and time summed over its {@code rounds} measured
+   * rounds. One long window per side measures whatever the machine was doing during it (on 2 cores, the just-in-time
+   * compiler takes 30-60 % of a core for the first seconds of a code path, and this disk's speed drifts by minutes);
+   * neighbouring rounds in ABBA order put both sides under the same conditions. Each backlog must hold
+   * {@code (rounds + 1) * roundMessages} plus the batches in flight when a round stops.
+   */
+  private Result[] alternate(String nameA, char tagA, ThroughputRunner.WorkerFactory a, String nameB, char tagB,
+      ThroughputRunner.WorkerFactory b, long roundMessages, int rounds) throws Exception {
+    Window round = Window.between(roundMessages / 20, roundMessages, Duration.ofMinutes(1), Duration.ofMinutes(1));
+    measure(nameA, THREADS, a, round);
+    measure(nameB, THREADS, b, round);
+    Result sumA = new Result(0, 0, 0);
+    Result sumB = new Result(0, 0, 0);
+    StringBuilder perRound = new StringBuilder();
+    for (int r = 0; r < rounds; r++) {
+      for (int side = 0; side < 2; side++) {
+        boolean isA = (side == 0) == (r % 2 == 0);
+        Result x = measure(isA ? nameA : nameB, THREADS, isA ? a : b, round);
+        perRound.append(String.format(Locale.ROOT, " %s %,.0f", isA ? tagA : tagB, x.perSecond()));
+        if (isA) {
+          sumA = sumA.plus(x);
+        } else {
+          sumB = sumB.plus(x);
+        }
+      }
+    }
+    say("  rounds (msgs/s):" + perRound);
+    return new Result[] {sumA, sumB};
   }
 
   /** The server's WAL position in bytes, for {@code --diagnose}. */
