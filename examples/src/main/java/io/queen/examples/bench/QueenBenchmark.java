@@ -78,7 +78,7 @@ public final class QueenBenchmark {
   static final int POPACK_ROUNDS = 10;
   static final int ONCE_BATCH = 10;
   static final int ONCE_ROUND = 5_000;
-  static final int ONCE_ROUNDS = 12;
+  static final int ONCE_ROUNDS = 20;
   /** Per partition: the untimed round and the measured ones, plus room for the batches in flight when a round stops. */
   static final int ONCE_DEPTH = (ONCE_ROUNDS + 1) * ONCE_ROUND / ONCE_PARTITIONS + 10;
   static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",

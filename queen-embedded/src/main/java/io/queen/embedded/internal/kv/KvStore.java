@@ -1,5 +1,7 @@
 package io.queen.embedded.internal.kv;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.BooleanNode;
 import io.queen.Kv;
 import io.queen.KvEntry;
 import io.queen.KvOptions;
@@ -39,6 +41,7 @@ public final class KvStore {
   public static final int MAX_MANY_KEYS = Kv.MAX_PAGE;
   /** SQLState of the argument checks in {@code V2__kv.sql} (invalid_parameter_value). */
   static final String INVALID_ARGUMENT = "22023";
+  private static final String TRUE_JSON = "true";
   /** SQLState of a duplicate key: in the marker path, a marker's key already has a row. */
   static final String UNIQUE_VIOLATION = "23505";
   /** SQLState raised by {@code bundle_lease_lost()} when the marker path meets a lost lease. */
@@ -172,6 +175,9 @@ public final class KvStore {
   }
 
   private String valueJson(Object value) {
+    if (value == Boolean.TRUE) {
+      return TRUE_JSON; // once(): the idempotency marker, on every message of a batch
+    }
     String json = codec.toJson(value, "value"); // null is stored as a JSON null
     // a char is at most 3 bytes of UTF-8, so short text needs no counting
     if (json.length() > MAX_VALUE_BYTES / 3) {
@@ -353,7 +359,8 @@ public final class KvStore {
       List<KvWriteResult> out = new ArrayList<>(n);
       for (int i = 0; i < n; i++) {
         KvWrite w = ws.get(i);
-        out.add(new KvWriteResult(w.key(), true, null, true, codec.parse(w.valueJson()), 1,
+        JsonNode value = TRUE_JSON.equals(w.valueJson()) ? BooleanNode.TRUE : codec.parse(w.valueJson());
+        out.add(new KvWriteResult(w.key(), true, null, true, value, 1,
             w.ttlMillis() == null ? null : now.plusMillis(w.ttlMillis())));
       }
       return new BundleResult(List.copyOf(out), List.of(ackOut), null);
