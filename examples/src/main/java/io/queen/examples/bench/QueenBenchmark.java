@@ -41,6 +41,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Function;
 
 /**
  * The benchmark of issue 2, section 5: every Queen figure is measured side by side with a raw-JDBC baseline in the same run,
@@ -899,7 +900,15 @@ public final class QueenBenchmark {
     ThroughputRunner.WorkerFactory plainWorkers =
         i -> popThenAck(queen.queue(plainQ).consumer().batch(ONCE_BATCH).partitions(1), plainEmpty, plainLost);
     ThroughputRunner.WorkerFactory onceWorkers =
-        i -> popOnceAck(queen.queue(onceQ).consumer().batch(ONCE_BATCH).partitions(1), ns, marker, onceEmpty, onceLost);
+        i -> popThen(queen.queue(onceQ).consumer().batch(ONCE_BATCH).partitions(1), onceEmpty, onceLost, batch -> {
+          // one bundle: once() per message, then the batch's ack
+          Transaction tx = queen.transaction();
+          for (Message m : batch) {
+            tx.once(ns, "m:" + m.id(), marker);
+          }
+          CommitResult res = tx.ack(batch).commit();
+          return res.success() ? res.acks() : List.of();
+        });
     settle();
     Result[] r = alternate("ack-plain", 'P', plainWorkers, "ack-once", 'O', onceWorkers, ONCE_ROUND, ONCE_ROUNDS);
     Result plain = r[0];
@@ -920,37 +929,6 @@ public final class QueenBenchmark {
     lines.add("RATIO once_ack_overhead " + num(x, 3));
     lines.add(figure("once_ack_msgs_per_s", once.perSecond(), "msgs/s"));
     lines.add(figure("plain_ack_msgs_per_s", plain.perSecond(), "msgs/s"));
-  }
-
-  /** Pop a batch, then one bundle: {@code once()} per message and the batch's ack. Returns the messages it committed. */
-  private ThroughputRunner.Worker popOnceAck(ConsumerBuilder consumer, String ns, KvOptions marker, AtomicLong emptyPops,
-      AtomicLong lost) {
-    return () -> {
-      List<Message> batch = consumer.pop();
-      if (batch.isEmpty()) {
-        emptyPops.incrementAndGet();
-        LockSupport.parkNanos(1_000_000);
-        return 0;
-      }
-      Transaction tx = queen.transaction();
-      for (Message m : batch) {
-        tx.once(ns, "m:" + m.id(), marker);
-      }
-      CommitResult res = tx.ack(batch).commit();
-      if (!res.success()) {
-        lost.addAndGet(batch.size());
-        return 0;
-      }
-      int ok = 0;
-      for (AckResult r : res.acks()) {
-        if (r.success()) {
-          ok++;
-        } else {
-          lost.incrementAndGet();
-        }
-      }
-      return ok;
-    };
   }
 
   /** {@value #THREADS} threads, each {@code kv().put} of a 200-byte JSON value under a key never written before, ttl 1 h. */
@@ -999,9 +977,17 @@ public final class QueenBenchmark {
 
   // ------------------------------------------------------------------------------------------------------------- helpers
 
-  /** {@link ThroughputRunner#run}, with wait-event sampling when {@code --diagnose} is given. */
   /** A worker that pops a batch and acknowledges it; counts empty pops and acks that did not succeed. */
   private ThroughputRunner.Worker popThenAck(ConsumerBuilder consumer, AtomicLong emptyPops, AtomicLong lost) {
+    return popThen(consumer, emptyPops, lost, queen::ack);
+  }
+
+  /**
+   * A worker that pops a batch and settles it with {@code settle}, which returns the acks' results (an empty list when
+   * nothing applied); counts empty pops and messages not settled.
+   */
+  private static ThroughputRunner.Worker popThen(ConsumerBuilder consumer, AtomicLong emptyPops, AtomicLong lost,
+      Function<List<Message>, List<AckResult>> settle) {
     return () -> {
       List<Message> batch = consumer.pop();
       if (batch.isEmpty()) {
@@ -1010,17 +996,17 @@ public final class QueenBenchmark {
         return 0;
       }
       int ok = 0;
-      for (AckResult r : queen.ack(batch)) {
+      for (AckResult r : settle.apply(batch)) {
         if (r.success()) {
           ok++;
-        } else {
-          lost.incrementAndGet();
         }
       }
+      lost.addAndGet(batch.size() - ok);
       return ok;
     };
   }
 
+  /** {@link ThroughputRunner#run}, with wait-event sampling when {@code --diagnose} is given. */
   private Result measure(String name, int threads, ThroughputRunner.WorkerFactory factory, Window window) throws Exception {
     WaitSampler sampler = WaitSampler.start(options.diagnose(), name, options.diagnose() ? db.connection() : null);
     long before = options.diagnose() ? walPosition() : -1;
