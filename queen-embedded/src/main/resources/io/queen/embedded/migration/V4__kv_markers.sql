@@ -25,13 +25,17 @@ begin
   end if;
 end $fn$;
 
--- kv_write_many as in V3, with a bundle's put-if-absent writes first tried together as one multi-row
--- insert. Why that is the same as running them one by one, in order: a bundle touches each key at most
--- once (the client refuses a second touch before sending; this function refuses it too), and writes
--- on distinct keys commute. A put-if-absent whose key has no row simply creates it, which is what the
--- insert does; "on conflict do nothing" leaves every key that has a row (live, expired, or created by
--- a concurrent transaction, which the insert waits for) to kv_put, exactly as before, which decides
--- between 'exists' and winning over an expired row. Results still come back in order and stop at the
+-- kv_write_many as in V3, with the leading run of put-if-absent writes (a bundle's markers) first
+-- tried together as one multi-row insert. Why that is the same as running them one by one, in order:
+-- a bundle touches each key at most once (the client refuses a second touch before sending; this
+-- function refuses it too), so the writes' outcomes do not depend on each other; and the insert takes
+-- the new keys in the bundle's order, before any later write of the bundle, so two bundles still meet
+-- their keys in the order they were written (only the leading run: taking a put-if-absent ahead of an
+-- earlier put of another key could lock two keys in the opposite order of a concurrent bundle and
+-- deadlock). A put-if-absent whose key has no row simply creates it, which is what the insert does;
+-- "on conflict do nothing" leaves every key that has a row (live, expired, or created by a concurrent
+-- transaction, which the insert waits for) to kv_put, exactly as before, which decides between
+-- 'exists' and winning over an expired row. Results still come back in order and stop at the
 -- first required write that did not apply; markers inserted for later writes are undone with the
 -- bundle, which does not apply then (the caller rolls back, or bundle_kv_ack's block is undone). The
 -- argument checks are those of kv_check, kv_value and kv_expiry, evaluated inline; when one fails, the
@@ -46,7 +50,7 @@ declare
   n int := coalesce(cardinality(p_ops), 0);
   r ${schema}.kv_result;
   j int;
-  v_bulk int[] := '{}';                       -- ordinals of the put-if-absent writes
+  v_bulk int[] := '{}';                       -- ordinals of the leading put-if-absent writes
   v_exp timestamptz[];                        -- their expiry, by ordinal
   v_made int[] := '{}';                       -- ordinals the insert created
   v_made_val text[] := '{}';                  -- and the stored value, as text
@@ -54,22 +58,21 @@ declare
 begin
   v_exp := array_fill(null::timestamptz, array[greatest(n, 1)]);
   for j in 1 .. n loop
-    if p_ops[j] = 'PUT_IF_ABSENT' then
-      if p_ns[j] is null or octet_length(p_ns[j]) < 1 or octet_length(p_ns[j]) > 128 or p_ns[j] ~ '[^A-Za-z0-9._:-]'
-         or p_keys[j] is null or octet_length(p_keys[j]) < 1 or octet_length(p_keys[j]) > 512 then
-        perform ${schema}.kv_check(p_ns[j], p_keys[j]);
-      end if;
-      if p_values[j] is null or octet_length(p_values[j]) > 65536 then
-        perform ${schema}.kv_value(p_values[j]);
-      end if;
-      if coalesce(p_forever[j], false) = (p_ttl_ms[j] is not null) or p_ttl_ms[j] <= 0 then
-        perform ${schema}.kv_expiry(p_ttl_ms[j], p_forever[j]);
-      end if;
-      if not p_forever[j] then
-        v_exp[j] := now() + p_ttl_ms[j] * interval '1 millisecond';
-      end if;
-      v_bulk := v_bulk || j;
+    exit when p_ops[j] <> 'PUT_IF_ABSENT'; -- the leading run only: see above
+    if p_ns[j] is null or octet_length(p_ns[j]) < 1 or octet_length(p_ns[j]) > 128 or p_ns[j] ~ '[^A-Za-z0-9._:-]'
+       or p_keys[j] is null or octet_length(p_keys[j]) < 1 or octet_length(p_keys[j]) > 512 then
+      perform ${schema}.kv_check(p_ns[j], p_keys[j]);
     end if;
+    if p_values[j] is null or octet_length(p_values[j]) > 65536 then
+      perform ${schema}.kv_value(p_values[j]);
+    end if;
+    if coalesce(p_forever[j], false) = (p_ttl_ms[j] is not null) or p_ttl_ms[j] <= 0 then
+      perform ${schema}.kv_expiry(p_ttl_ms[j], p_forever[j]);
+    end if;
+    if not coalesce(p_forever[j], false) then
+      v_exp[j] := now() + p_ttl_ms[j] * interval '1 millisecond';
+    end if;
+    v_bulk := v_bulk || j;
   end loop;
 
   if n > 1 and cardinality(v_bulk) > 0

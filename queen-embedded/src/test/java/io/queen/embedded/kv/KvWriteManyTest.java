@@ -69,20 +69,40 @@ class KvWriteManyTest {
   }
 
   @Test
-  void resultsEndAtTheFirstRequiredWriteThatDidNotApply() throws SQLException {
+  void resultsEndAtTheFirstRequiredWriteThatDidNotApplyAndTheBundleRollsBack() throws SQLException {
     fx.kv.put(ns, "taken", "old", HOUR);
+    try (Connection c = fx.ds.getConnection()) {
+      c.setAutoCommit(false); // as a bundle runs it: a required write that did not apply rolls everything back
+      List<KvWriteResult> res = fx.store.writeMany(c, List.of(
+          fx.store.preparePutIfAbsent(ns, "a", "a", HOUR.required()),
+          fx.store.preparePutIfAbsent(ns, "taken", "b", HOUR.required()),
+          fx.store.preparePutIfAbsent(ns, "c", "c", HOUR.required())));
+      assertThat(res).extracting(KvWriteResult::key).containsExactly("a", "taken");
+      assertThat(res.get(1).reason()).isEqualTo(KvReason.EXISTS);
+      c.rollback();
+    }
+    assertThat(fx.physicalRows(ns, "a") + fx.physicalRows(ns, "c")).isZero();
+    assertThat(fx.kv.get(ns, "taken").value().asText()).isEqualTo("old");
+  }
+
+  @Test
+  void aPutIfAbsentAfterAnotherWriteRunsInItsTurn() throws SQLException {
+    // only the leading run of put-if-absent writes is taken together, so keys are still met in the bundle's order
+    fx.kv.put(ns, "x", "old", HOUR);
     List<KvWriteResult> res = writeMany(
-        fx.store.preparePutIfAbsent(ns, "a", "a", HOUR.required()),
-        fx.store.preparePutIfAbsent(ns, "taken", "b", HOUR.required()),
-        fx.store.preparePutIfAbsent(ns, "c", "c", HOUR.required()));
-    assertThat(res).extracting(KvWriteResult::key).containsExactly("a", "taken");
-    assertThat(res.get(1).reason()).isEqualTo(KvReason.EXISTS);
+        fx.store.preparePut(ns, "x", "new", HOUR),
+        fx.store.preparePutIfAbsent(ns, "y", "y", HOUR),
+        fx.store.preparePutIfAbsent(ns, "x2", "x2", Kv.forever()));
+    assertThat(res).extracting(KvWriteResult::applied).containsExactly(true, true, true);
+    assertThat(res.get(0).version()).isEqualTo(2);
+    assertThat(res.get(2).expiresAt()).isNull();
+    assertThat(fx.kv.get(ns, "y").version()).isEqualTo(1);
   }
 
   @Test
   void theDatabaseRefusesTwoTouchesOfOneKeyInOneCall() throws SQLException {
     try (Connection c = fx.ds.getConnection(); Statement st = c.createStatement()) {
-      assertThatThrownBy(() -> st.executeQuery("select * from queen.kv_write_many(array['PUT', 'PUT_IF_ABSENT'],"
+      assertThatThrownBy(() -> st.executeQuery("select * from queen.kv_write_many(array['PUT_IF_ABSENT', 'PUT'],"
           + " array['" + ns + "', '" + ns + "'], array['k', 'k'], array['1', '2'], array[0, 0]::bigint[],"
           + " array[null, null]::bigint[], array[true, true], array[null, null]::bigint[], array[null, null]::bigint[],"
           + " array[false, false])"))
