@@ -5,6 +5,7 @@ import static org.awaitility.Awaitility.await;
 
 import io.queen.AckOutcome;
 import io.queen.CommitResult;
+import io.queen.Json;
 import io.queen.Kv;
 import io.queen.KvEntry;
 import io.queen.KvReason;
@@ -138,9 +139,26 @@ class KvThenAckBundleTest {
   }
 
   @Test
-  void aMarkerWinsOverAnExpiredRowStillInTheTable() {
+  void aMarkerAnswersWithTheValueAsJsonbStoredIt() {
+    List<Message> batch = popTwo(Duration.ofSeconds(30));
+    CommitResult res = queen.transaction().putIfAbsent(ns, "n", Json.of("{\"amount\": 1.0E7}"), Kv.ttl(Duration.ofHours(1)))
+        .ack(batch).commit();
+    assertThat(res.success()).isTrue();
+    assertThat(res.writes().get(0).value()).isEqualTo(queen.kv().get(ns, "n").value());
+    assertThat(res.writes().get(0).value().get("amount").asText()).isEqualTo("10000000");
+  }
+
+  @Test
+  void aMarkerWinsOverAnExpiredRowStillInTheTable(DataSource ds) throws SQLException {
+    queen.close();
+    queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).start(); // no sweeper: the expired row stays
     queen.kv().put(ns, "old", Map.of("stale", true), Kv.ttl(Duration.ofMillis(50)));
     await().atMost(Duration.ofSeconds(10)).until(() -> !queen.kv().get(ns, "old").found());
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select count(*) from queen.kv where namespace = '" + ns + "' and key = 'old'")) {
+      rs.next();
+      assertThat(rs.getInt(1)).as("the expired row is still there (not swept)").isEqualTo(1);
+    }
     List<Message> batch = popTwo(Duration.ofSeconds(30));
     CommitResult res = queen.transaction().once(ns, "old", Kv.ttl(Duration.ofHours(1)).required()).ack(batch).commit();
     assertThat(res.success()).isTrue();

@@ -108,11 +108,15 @@ public final class KvStore {
         + " ?::text[], ?::text[])";
     // The KV insert runs first (the lateral reference to its count makes the ack wait for it), in the same order as
     // bundle_kv_ack: writes, then acks.
+    // The stored values come back (on the first row) because jsonb may store a value differently from its text (1.0E7 is
+    // stored as 10000000).
     this.markersSql = "with w as (insert into " + s + ".kv (namespace, key, value, version, expires_at)"
         + " select x.ns, x.k, x.v::jsonb, 1, now() + x.ttl * interval '1 millisecond'"
-        + " from unnest(?::text[], ?::text[], ?::text[], ?::bigint[]) as x(ns, k, v, ttl) returning 1),"
-        + " n as (select count(*) as made from w)"
-        + " select a.idx, a.outcome, now() from n cross join lateral " + s + ".ack("
+        + " from unnest(?::text[], ?::text[], ?::text[], ?::bigint[]) as x(ns, k, v, ttl)"
+        + " returning namespace, key, value::text as v),"
+        + " n as (select count(*) as made, array_agg(namespace) as nss, array_agg(key) as ks, array_agg(v) as vs from w)"
+        + " select a.idx, a.outcome, now(), case when a.idx = 1 then n.nss end, case when a.idx = 1 then n.ks end,"
+        + " case when a.idx = 1 then n.vs end from n cross join lateral " + s + ".ack("
         + "case when n.made >= 0 then ?::bigint[] end, ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[]) a"
         + " where case when a.outcome = 'LEASE_LOST' then " + s + ".bundle_lease_lost() else true end";
   }
@@ -314,8 +318,8 @@ public final class KvStore {
   /**
    * The marker fast path of {@link #writeThenAck}, for put-if-absent writes only (once() per message + the batch's
    * acks): one plain auto-commit statement, a multi-row insert of the markers and the ack call, with no PL/pgSQL for the
-   * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (version 1, the value
-   * sent), or it applies nothing and returns {@code null}: a key had a row (any row: live, expired, or just committed
+   * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (version 1, the value as
+   * stored), or it applies nothing and returns {@code null}: a key had a row (any row: live, expired, or just committed
    * by a concurrent bundle) or a lease was lost. The caller then runs {@link #writeThenAck}, which says exactly which
    * and why. Call it on an auto-commit connection only.
    */
@@ -345,21 +349,32 @@ public final class KvStore {
       io.queen.embedded.internal.Broker.bindAcks(c, st, 5, acks);
       io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
       Instant now = null;
+      java.util.Map<String, String> stored = new java.util.HashMap<>();
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int idx = rs.getInt(1) - 1;
           var m = acks.get(idx).message();
           ackOut[idx] = new io.queen.AckResult(m.partitionId(), m.offset(), io.queen.AckOutcome.valueOf(rs.getString(2)));
           now = instant(rs, 3);
+          if (idx == 0) {
+            String[] nss = (String[]) rs.getArray(4).getArray();
+            String[] ks = (String[]) rs.getArray(5).getArray();
+            String[] vs = (String[]) rs.getArray(6).getArray();
+            for (int j = 0; j < ks.length; j++) {
+              stored.put(nss[j] + '\0' + ks[j], vs[j]);
+            }
+          }
         }
       }
-      if (now == null) {
-        throw new IllegalStateException("the ack call answered no rows for " + k + " acknowledgements");
+      if (now == null || stored.size() != n) {
+        throw new IllegalStateException("the marker statement answered " + stored.size() + " of " + n + " markers and "
+            + (now == null ? "no" : "its") + " acknowledgements");
       }
       List<KvWriteResult> out = new ArrayList<>(n);
       for (int i = 0; i < n; i++) {
         KvWrite w = ws.get(i);
-        JsonNode value = TRUE_JSON.equals(w.valueJson()) ? BooleanNode.TRUE : codec.parse(w.valueJson());
+        String text = stored.get(w.namespace() + '\0' + w.key());
+        JsonNode value = TRUE_JSON.equals(text) ? BooleanNode.TRUE : codec.parse(text);
         out.add(new KvWriteResult(w.key(), true, null, true, value, 1,
             w.ttlMillis() == null ? null : now.plusMillis(w.ttlMillis())));
       }
