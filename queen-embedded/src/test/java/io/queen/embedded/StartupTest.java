@@ -58,6 +58,29 @@ class StartupTest {
   }
 
   @Test
+  void everyMigratedFunctionKeepsItsPlannerSettings(DataSource ds) throws Exception {
+    // "create or replace function" in a later migration drops the settings of the replaced function: this holds the
+    // final state to what the migrations mean (index probes always; one plan per session, of nested loops, where V5 and
+    // V6 say so)
+    try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("plans").start();
+        Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select p.proname, coalesce(array_to_string(p.proconfig, ','), '') from pg_proc p"
+            + " where p.pronamespace = 'plans'::regnamespace order by 1")) {
+      Map<String, String> config = new java.util.HashMap<>();
+      while (rs.next()) {
+        config.put(rs.getString(1), rs.getString(2));
+      }
+      for (String f : List.of("push", "refresh_pending", "kv_put", "kv_incr", "kv_delete", "kv_write_many", "bundle_kv_ack")) {
+        assertThat(config.get(f)).as(f).isEqualTo("enable_seqscan=off");
+      }
+      for (String f : List.of("push_fast", "ack", "pop")) {
+        assertThat(config.get(f)).as(f)
+            .isEqualTo("enable_seqscan=off,plan_cache_mode=force_generic_plan,enable_hashjoin=off,enable_mergejoin=off");
+      }
+    }
+  }
+
+  @Test
   void schemaIsConfigurableAndIsolated(DataSource ds) {
     try (Queen a = EmbeddedQueen.builder().dataSource(ds).schema("tenant_a").start();
         Queen b = EmbeddedQueen.builder().dataSource(ds).schema("tenant_b").start()) {
