@@ -80,8 +80,8 @@ public final class QueenBenchmark {
   static final int ONCE_BATCH = 10;
   static final int ONCE_ROUND = 5_000;
   static final int ONCE_ROUNDS = 20;
-  /** Per partition: the untimed round and the measured ones, plus room for the batches in flight when a round stops. */
-  static final int ONCE_DEPTH = (ONCE_ROUNDS + 1) * ONCE_ROUND / ONCE_PARTITIONS + 10;
+  /** Per partition: the untimed round, the measured ones, and a round to spare (batches in flight when a round stops). */
+  static final int ONCE_DEPTH = (ONCE_ROUNDS + 2) * ONCE_ROUND / ONCE_PARTITIONS;
   static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key");
   static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "

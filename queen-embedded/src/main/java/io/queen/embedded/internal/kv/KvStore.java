@@ -57,6 +57,7 @@ public final class KvStore {
   private final String writeManySql;
   private final String bundleSql;
   private final String markersSql;
+  private final String markersOfTrueSql;
   private final String putIfAbsentSql;
   private final String incrSql;
   private final String deleteSql;
@@ -108,17 +109,8 @@ public final class KvStore {
         + " ?::text[], ?::text[])";
     // The KV insert runs first (the lateral reference to its count makes the ack wait for it), in the same order as
     // bundle_kv_ack: writes, then acks.
-    // The stored values come back (on the first row) because jsonb may store a value differently from its text (1.0E7 is
-    // stored as 10000000).
-    this.markersSql = "with w as (insert into " + s + ".kv (namespace, key, value, version, expires_at)"
-        + " select x.ns, x.k, x.v::jsonb, 1, now() + x.ttl * interval '1 millisecond'"
-        + " from unnest(?::text[], ?::text[], ?::text[], ?::bigint[]) as x(ns, k, v, ttl)"
-        + " returning namespace, key, value::text as v),"
-        + " n as (select count(*) as made, array_agg(namespace) as nss, array_agg(key) as ks, array_agg(v) as vs from w)"
-        + " select a.idx, a.outcome, now(), case when a.idx = 1 then n.nss end, case when a.idx = 1 then n.ks end,"
-        + " case when a.idx = 1 then n.vs end from n cross join lateral " + s + ".ack("
-        + "case when n.made >= 0 then ?::bigint[] end, ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[]) a"
-        + " where case when a.outcome = 'LEASE_LOST' then " + s + ".bundle_lease_lost() else true end";
+    this.markersSql = markersSql(s, true);
+    this.markersOfTrueSql = markersSql(s, false);
   }
 
   /** The byte ceiling of one prefix page. */
@@ -316,6 +308,30 @@ public final class KvStore {
   }
 
   /**
+   * The marker path's statement. The KV insert runs first (the lateral reference to its count makes the ack wait for
+   * it), in the same order as {@code bundle_kv_ack}: writes, then acks. The first row carries the statement's
+   * {@code now()} and, with {@code storedValues}, the markers as stored: jsonb may store a value differently from its
+   * text ({@code 1.0E7} as {@code 10000000}); {@code true}, once()'s value, it stores as is.
+   */
+  private static String markersSql(String s, boolean storedValues) {
+    String w = "with w as (insert into " + s + ".kv (namespace, key, value, version, expires_at)"
+        + " select x.ns, x.k, x.v::jsonb, 1, now() + x.ttl * interval '1 millisecond'"
+        + " from unnest(?::text[], ?::text[], ?::text[], ?::bigint[]) as x(ns, k, v, ttl)"
+        + " returning namespace, key, value::text as v),";
+    String n = storedValues
+        ? " n as (select count(*) as made, array_agg(namespace) as nss, array_agg(key) as ks, array_agg(v) as vs from w)"
+        : " n as (select count(*) as made from w)";
+    String first = storedValues
+        ? ", case when a.idx = 1 then n.made end, case when a.idx = 1 then n.nss end, case when a.idx = 1 then n.ks end,"
+            + " case when a.idx = 1 then n.vs end"
+        : ", case when a.idx = 1 then n.made end";
+    return w + n + " select a.idx, a.outcome, case when a.idx = 1 then now() end" + first
+        + " from n cross join lateral " + s + ".ack("
+        + "case when n.made >= 0 then ?::bigint[] end, ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[]) a"
+        + " where case when a.outcome = 'LEASE_LOST' then " + s + ".bundle_lease_lost() else true end";
+  }
+
+  /**
    * The marker fast path of {@link #writeThenAck}, for put-if-absent writes only (once() per message + the batch's
    * acks): one plain auto-commit statement, a multi-row insert of the markers and the ack call, with no PL/pgSQL for the
    * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (version 1, the value as
@@ -331,6 +347,7 @@ public final class KvStore {
     String[] keys = new String[n];
     String[] values = new String[n];
     Long[] ttl = new Long[n];
+    boolean allTrue = true;
     for (int i = 0; i < n; i++) {
       KvWrite w = ws.get(i);
       if (w.op() != KvWrite.Op.PUT_IF_ABSENT) {
@@ -340,8 +357,9 @@ public final class KvStore {
       keys[i] = w.key();
       values[i] = w.valueJson();
       ttl[i] = w.ttlMillis();
+      allTrue &= TRUE_JSON.equals(w.valueJson());
     }
-    try (PreparedStatement st = c.prepareStatement(markersSql)) {
+    try (PreparedStatement st = c.prepareStatement(allTrue ? markersOfTrueSql : markersSql)) {
       st.setArray(1, c.createArrayOf("text", ns));
       st.setArray(2, c.createArrayOf("text", keys));
       st.setArray(3, c.createArrayOf("text", values));
@@ -349,32 +367,35 @@ public final class KvStore {
       io.queen.embedded.internal.Broker.bindAcks(c, st, 5, acks);
       io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
       Instant now = null;
-      java.util.Map<String, String> stored = new java.util.HashMap<>();
+      long made = -1;
+      java.util.Map<String, String> stored = allTrue ? null : new java.util.HashMap<>();
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int idx = rs.getInt(1) - 1;
           var m = acks.get(idx).message();
           ackOut[idx] = new io.queen.AckResult(m.partitionId(), m.offset(), io.queen.AckOutcome.valueOf(rs.getString(2)));
-          now = instant(rs, 3);
           if (idx == 0) {
-            String[] nss = (String[]) rs.getArray(4).getArray();
-            String[] ks = (String[]) rs.getArray(5).getArray();
-            String[] vs = (String[]) rs.getArray(6).getArray();
-            for (int j = 0; j < ks.length; j++) {
-              stored.put(nss[j] + '\0' + ks[j], vs[j]);
+            now = instant(rs, 3);
+            made = rs.getLong(4);
+            if (!allTrue) {
+              String[] nss = (String[]) rs.getArray(5).getArray();
+              String[] ks = (String[]) rs.getArray(6).getArray();
+              String[] vs = (String[]) rs.getArray(7).getArray();
+              for (int j = 0; j < ks.length; j++) {
+                stored.put(nss[j] + '\0' + ks[j], vs[j]);
+              }
             }
           }
         }
       }
-      if (now == null || stored.size() != n) {
-        throw new IllegalStateException("the marker statement answered " + stored.size() + " of " + n + " markers and "
+      if (now == null || made != n) {
+        throw new IllegalStateException("the marker statement answered " + made + " of " + n + " markers and "
             + (now == null ? "no" : "its") + " acknowledgements");
       }
       List<KvWriteResult> out = new ArrayList<>(n);
       for (int i = 0; i < n; i++) {
         KvWrite w = ws.get(i);
-        String text = stored.get(w.namespace() + '\0' + w.key());
-        JsonNode value = TRUE_JSON.equals(text) ? BooleanNode.TRUE : codec.parse(text);
+        JsonNode value = allTrue ? BooleanNode.TRUE : codec.parse(stored.get(w.namespace() + '\0' + w.key()));
         out.add(new KvWriteResult(w.key(), true, null, true, value, 1,
             w.ttlMillis() == null ? null : now.plusMillis(w.ttlMillis())));
       }
