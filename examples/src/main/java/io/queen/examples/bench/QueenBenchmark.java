@@ -80,8 +80,13 @@ public final class QueenBenchmark {
   static final int ONCE_BATCH = 10;
   static final int ONCE_ROUND = 5_000;
   static final int ONCE_ROUNDS = 20;
-  /** Per partition: the untimed round, the measured ones, and a round to spare (batches in flight when a round stops). */
-  static final int ONCE_DEPTH = (ONCE_ROUNDS + 2) * ONCE_ROUND / ONCE_PARTITIONS;
+  /**
+   * Untimed rounds per side before those: three, because in a full run the plain side's code (pop, ack) is already
+   * compiled by the earlier phases and the once side's is not; one round measured the compiler on the once side only.
+   */
+  static final int ONCE_WARMUP_ROUNDS = 3;
+  /** Per partition: the untimed rounds, the measured ones, and a round to spare (batches in flight when a round stops). */
+  static final int ONCE_DEPTH = (ONCE_WARMUP_ROUNDS + ONCE_ROUNDS + 1) * ONCE_ROUND / ONCE_PARTITIONS;
   static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key");
   static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
@@ -451,7 +456,7 @@ public final class QueenBenchmark {
       }
     };
     settle();
-    Result[] r = alternate("popack-queen", 'Q', queenWorkers, "popack-raw", 'R', rawWorkers, roundMessages, POPACK_ROUNDS);
+    Result[] r = alternate("popack-queen", 'Q', queenWorkers, "popack-raw", 'R', rawWorkers, roundMessages, 1, POPACK_ROUNDS);
     Result queenR = r[0];
     Result rawR = r[1];
     progress("Queen pop+ack", queenR);
@@ -865,11 +870,8 @@ public final class QueenBenchmark {
    * {@code once(ns, "m:" + id, Kv.ttl(1 h).required())} for every message (distinct keys) then {@code ack(batch)}, committed
    * together. x = 1 - once/plain.
    *
-   * <p>The two sides run in alternating rounds of {@value #ONCE_ROUND} messages each (plain, once, once, plain, ...), after
-   * one untimed round per side and {@value #ONCE_ROUNDS} measured ones, and each side's rate is its messages over its time summed across its rounds. One long
-   * window per side measured mostly the just-in-time compiler (which takes most of a core for the first seconds of a
-   * code path on a 2-core machine) and whichever way the disk's speed drifted during it; rounds in ABBA order put both sides
-   * under the same drift, and the untimed round gets both past compilation.
+   * <p>The two sides run in alternating rounds of {@value #ONCE_ROUND} messages (see {@link #alternate}):
+   * {@value #ONCE_WARMUP_ROUNDS} untimed rounds per side, then {@value #ONCE_ROUNDS} measured ones.
    */
   private void onceAckOverhead() throws Exception {
     String[] names = Arrays.copyOf(partitionNames, ONCE_PARTITIONS);
@@ -910,7 +912,8 @@ public final class QueenBenchmark {
           return res.success() ? res.acks() : List.of();
         });
     settle();
-    Result[] r = alternate("ack-plain", 'P', plainWorkers, "ack-once", 'O', onceWorkers, ONCE_ROUND, ONCE_ROUNDS);
+    Result[] r = alternate("ack-plain", 'P', plainWorkers, "ack-once", 'O', onceWorkers, ONCE_ROUND, ONCE_WARMUP_ROUNDS,
+        ONCE_ROUNDS);
     Result plain = r[0];
     Result once = r[1];
     progress("pop + ack(batch)", plain);
@@ -1026,17 +1029,19 @@ public final class QueenBenchmark {
 
   /**
    * Two sides that drain backlogs of their own, run in alternating rounds of {@code roundMessages} in ABBA order (a, b, b,
-   * a, ...) after one untimed round each; returns each side's messages and time summed over its {@code rounds} measured
-   * rounds. One long window per side measures whatever the machine was doing during it (on 2 cores, the just-in-time
+   * a, ...) after {@code warmupRounds} untimed rounds each; returns each side's messages and time summed over its
+   * {@code rounds} measured rounds. One long window per side measures whatever the machine was doing during it (on 2 cores, the just-in-time
    * compiler takes 30-60 % of a core for the first seconds of a code path, and this disk's speed drifts by minutes);
    * neighbouring rounds in ABBA order put both sides under the same conditions. Each backlog must hold
-   * {@code (rounds + 1) * roundMessages} plus the batches in flight when a round stops.
+   * {@code (warmupRounds + rounds) * roundMessages} plus the batches in flight when a round stops.
    */
   private Result[] alternate(String nameA, char tagA, ThroughputRunner.WorkerFactory a, String nameB, char tagB,
-      ThroughputRunner.WorkerFactory b, long roundMessages, int rounds) throws Exception {
+      ThroughputRunner.WorkerFactory b, long roundMessages, int warmupRounds, int rounds) throws Exception {
     Window round = Window.between(roundMessages / 20, roundMessages, Duration.ofMinutes(1), Duration.ofMinutes(1));
-    measure(nameA, THREADS, a, round);
-    measure(nameB, THREADS, b, round);
+    for (int r = 0; r < warmupRounds; r++) {
+      measure(nameA, THREADS, a, round);
+      measure(nameB, THREADS, b, round);
+    }
     Result sumA = new Result(0, 0, 0);
     Result sumB = new Result(0, 0, 0);
     StringBuilder perRound = new StringBuilder();
