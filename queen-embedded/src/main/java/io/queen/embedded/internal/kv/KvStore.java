@@ -107,8 +107,6 @@ public final class KvStore {
         + " fail from " + s + ".bundle_kv_ack(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
         + " ?::boolean[], ?::bigint[], ?::bigint[], ?::boolean[], ?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[],"
         + " ?::text[], ?::text[])";
-    // The KV insert runs first (the lateral reference to its count makes the ack wait for it), in the same order as
-    // bundle_kv_ack: writes, then acks.
     this.markersSql = markersSql(s, true);
     this.markersOfTrueSql = markersSql(s, false);
   }
