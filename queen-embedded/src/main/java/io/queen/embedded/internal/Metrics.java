@@ -21,6 +21,12 @@ public interface Metrics {
 
   default void handled(String queue, String group, long nanos, boolean ok) {}
 
+  /**
+   * A bundle of markers then acks went as one statement ({@code applied}), or met a key that had a row or a lost lease
+   * and went the general way ({@code false}).
+   */
+  default void markerStatement(boolean applied) {}
+
   /** Starts the gauges (lag, pending age) refreshed from status snapshots; returns nothing to stop. */
   default void bindStatus(QueenImpl queen) {}
 }

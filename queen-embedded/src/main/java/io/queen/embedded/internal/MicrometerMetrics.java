@@ -43,6 +43,11 @@ final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void markerStatement(boolean applied) {
+    registry.counter("queen.transactions.marker_statement", "outcome", applied ? "applied" : "fallback").increment();
+  }
+
+  @Override
   public void pushed(List<PushResult> results) {
     for (PushResult r : results) {
       if (r.status() == PushStatus.QUEUED) {

@@ -3,6 +3,7 @@ package io.queen.embedded.tx;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.AckOutcome;
 import io.queen.CommitResult;
 import io.queen.Json;
@@ -43,9 +44,11 @@ class KvThenAckBundleTest {
   private String q;
   private String ns;
 
+  private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+
   @BeforeEach
   void start(DataSource ds, TestInfo info) {
-    queen = EmbeddedQueen.builder().dataSource(ds).start();
+    queen = EmbeddedQueen.builder().dataSource(ds).meterRegistry(registry).start();
     q = "kta-" + info.getTestMethod().orElseThrow().getName();
     ns = q;
   }
@@ -53,6 +56,12 @@ class KvThenAckBundleTest {
   @AfterEach
   void stop() {
     queen.close();
+  }
+
+  /** How many bundles went as one statement ("applied") or fell back to the general call ("fallback"). */
+  private long markerStatements(String outcome) {
+    var c = registry.find("queen.transactions.marker_statement").tag("outcome", outcome).counter();
+    return c == null ? 0 : (long) c.count();
   }
 
   private List<Message> popTwo(Duration lease) {
@@ -70,6 +79,8 @@ class KvThenAckBundleTest {
     assertThat(res.acks()).extracting(a -> a.outcome()).containsOnly(AckOutcome.ACKED);
     assertThat(queen.kv().get(ns, "a").found()).isTrue();
     assertThat(queen.status().queue(q).groups().get(0).lag()).isZero();
+    assertThat(markerStatements("applied")).as("one statement did it").isEqualTo(1);
+    assertThat(markerStatements("fallback")).isZero();
   }
 
   @Test
@@ -86,6 +97,7 @@ class KvThenAckBundleTest {
     assertThat(queen.kv().get(ns, "a").found()).as("the first marker was undone").isFalse();
     assertThat(queen.status().queue(q).groups().get(0).leases()).as("the ack was not applied").isEqualTo(1);
     assertThat(queen.ack(batch)).extracting(a -> a.outcome()).containsOnly(AckOutcome.ACKED);
+    assertThat(markerStatements("fallback")).as("the existing key sent it the general way").isEqualTo(1);
   }
 
   @Test
@@ -114,6 +126,7 @@ class KvThenAckBundleTest {
     assertThat(res.failedOperation()).isEqualTo(1);
     assertThat(res.acks()).extracting(a -> a.outcome()).contains(AckOutcome.LEASE_LOST);
     assertThat(queen.kv().get(ns, "z").found()).as("a zombie's marker never lands").isFalse();
+    assertThat(markerStatements("fallback")).as("the lost lease sent it the general way").isEqualTo(1);
     queen.ack(holder);
   }
 
@@ -135,6 +148,7 @@ class KvThenAckBundleTest {
     KvWriteResult forever = res.writes().get(1);
     assertThat(forever.expiresAt()).isNull();
     assertThat(queen.kv().get(ns, "forever").expiresAt()).isNull();
+    assertThat(markerStatements("applied")).isEqualTo(1);
     assertThat(queen.status().queue(q).groups().get(0).lag()).isZero();
   }
 
@@ -146,12 +160,13 @@ class KvThenAckBundleTest {
     assertThat(res.success()).isTrue();
     assertThat(res.writes().get(0).value()).isEqualTo(queen.kv().get(ns, "n").value());
     assertThat(res.writes().get(0).value().get("amount").asText()).isEqualTo("10000000");
+    assertThat(markerStatements("applied")).as("values other than true take the same one statement").isEqualTo(1);
   }
 
   @Test
   void aMarkerWinsOverAnExpiredRowStillInTheTable(DataSource ds) throws SQLException {
     queen.close();
-    queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).start(); // no sweeper: the expired row stays
+    queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).meterRegistry(registry).start(); // no sweeper: the expired row stays
     queen.kv().put(ns, "old", Map.of("stale", true), Kv.ttl(Duration.ofMillis(50)));
     await().atMost(Duration.ofSeconds(10)).until(() -> !queen.kv().get(ns, "old").found());
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
@@ -168,6 +183,7 @@ class KvThenAckBundleTest {
     });
     assertThat(queen.kv().get(ns, "old").value().asBoolean()).isTrue();
     assertThat(queen.status().queue(q).groups().get(0).lag()).isZero();
+    assertThat(markerStatements("fallback")).as("the expired row is a row: the general way wins over it").isEqualTo(1);
   }
 
   @Test
@@ -194,6 +210,7 @@ class KvThenAckBundleTest {
       assertThat(b.reason()).isEqualTo(CommitResult.Reason.KV_PRECONDITION);
       assertThat(b.value().get("id").asText()).isEqualTo("ch_A");
       assertThat(b.version()).isEqualTo(1);
+      assertThat(markerStatements("fallback")).as("B met A's key and went the general way").isEqualTo(1);
     } finally {
       pool.shutdownNow();
     }

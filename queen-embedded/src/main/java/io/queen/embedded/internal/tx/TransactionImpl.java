@@ -335,6 +335,7 @@ public final class TransactionImpl implements Transaction {
     KvStore.BundleResult b = null;
     if (!acks.isEmpty() && writes.stream().allMatch(x -> x.op() == KvWrite.Op.PUT_IF_ABSENT)) {
       b = store.markersThenAck(c, writes, acks); // null: it did not apply, and the general call says why
+      broker.metrics().markerStatement(b != null);
     }
     if (b == null) {
       b = store.writeThenAck(c, writes, acks);
