@@ -81,6 +81,8 @@ class KvThenAckBundleTest {
     assertThat(queen.status().queue(q).groups().get(0).lag()).isZero();
     assertThat(markerStatements("applied")).as("one statement did it").isEqualTo(1);
     assertThat(markerStatements("fallback")).isZero();
+    assertThat(registry.get("queen.messages.acked").tag("queue", q).counter().count())
+        .as("a bundle's acks count as acks").isEqualTo(2);
   }
 
   @Test

@@ -13,6 +13,7 @@ import io.queen.PushResult;
 import io.queen.PushStatus;
 import io.queen.Transaction;
 import io.queen.embedded.internal.Broker;
+import io.queen.embedded.internal.Metrics;
 import io.queen.embedded.internal.Sql;
 import io.queen.embedded.internal.kv.KvStore;
 import io.queen.embedded.internal.kv.KvWrite;
@@ -226,7 +227,26 @@ public final class TransactionImpl implements Transaction {
     if (run.failure == null && !run.queues.isEmpty()) {
       afterCommit.accept(run.queues);
     }
+    if (run.failure == null) {
+      reportAcks(run.acks);
+    }
     return run.failure != null ? run.failure : success(run);
+  }
+
+  /** Reports a committed bundle's acks to the metrics, as {@code queen.ack} does: results are in the order of the acks. */
+  private void reportAcks(List<AckResult> results) {
+    Metrics metrics = broker.metrics();
+    if (metrics == Metrics.NOOP) {
+      return;
+    }
+    int i = 0;
+    for (Op op : ops) {
+      if (op instanceof AckOp a) {
+        for (Broker.AckRequest r : a.acks()) {
+          metrics.acked(r.message().queue(), r.message().consumerGroup(), List.of(results.get(i++)));
+        }
+      }
+    }
   }
 
   @Override
