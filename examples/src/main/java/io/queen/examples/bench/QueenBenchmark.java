@@ -950,9 +950,7 @@ public final class QueenBenchmark {
     }, Window.timed(options.warmup(), options.window()));
     say(String.format(Locale.ROOT, "  %-40s %,12.0f ops/s  (%,d puts in %.2f s; %,d in all)", "kv().put, distinct keys",
         r.perSecond(), r.messages(), r.seconds(), r.total()));
-    rows.add(new Row("kv_put_per_s", num(r.perSecond(), 0), "", "ops/s", "", "", "",
-        THREADS + " threads, distinct new keys, 200-byte JSON values, ttl 1 h"));
-    lines.add(figure("kv_put_per_s", r.perSecond(), "ops/s"));
+    opsFigure("kv_put_per_s", r, THREADS + " threads, distinct new keys, 200-byte JSON values, ttl 1 h");
   }
 
   /** {@value #THREADS} threads, each {@code kv().incr(ns, key, 1, ttl 1 h)} on the same single key. */
@@ -973,9 +971,13 @@ public final class QueenBenchmark {
     if (value != r.total()) {
       throw new IllegalStateException("counter is " + value + " after " + r.total() + " increments");
     }
-    rows.add(new Row("kv_incr_hot_key_per_s", num(r.perSecond(), 0), "", "ops/s", "", "", "",
-        THREADS + " threads, incr(1) on one key, ttl 1 h"));
-    lines.add(figure("kv_incr_hot_key_per_s", r.perSecond(), "ops/s"));
+    opsFigure("kv_incr_hot_key_per_s", r, THREADS + " threads, incr(1) on one key, ttl 1 h");
+  }
+
+  /** A figure in operations per second, with no baseline: a table row and a {@code FIGURE} line. */
+  private void opsFigure(String name, Result r, String note) {
+    rows.add(new Row(name, num(r.perSecond(), 0), "", "ops/s", "", "", "", note));
+    lines.add(figure(name, r.perSecond(), "ops/s"));
   }
 
   // ------------------------------------------------------------------------------------------------------------- helpers

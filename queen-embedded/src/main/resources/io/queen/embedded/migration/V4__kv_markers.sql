@@ -5,8 +5,7 @@
 -- locking probe and a one-row insert, several times the server time of the insert itself. This file:
 --   1. makes kv_check's namespace test cheap (every KV write runs it);
 --   2. lets kv_write_many create a bundle's put-if-absent writes with one multi-row insert;
---   3. returns bundle_kv_ack's rows without a query per row;
---   4. adds the guard of the marker fast path (KvStore.markersThenAck), which sends the idempotent
+--   3. adds the guard of the marker fast path (KvStore.markersThenAck), which sends the idempotent
 --      consumer's bundle as one plain statement and falls back to bundle_kv_ack when it cannot apply.
 
 -- kv_check as in V2, with the namespace test written as "a length of 1..128 and no character outside
@@ -123,86 +122,6 @@ begin
     end if;
     return next;
     exit when p_required[j] and not w_applied;
-  end loop;
-end $fn$;
-
--- bundle_kv_ack as in V3, with its results returned straight from the collected arrays (one
--- "return query" per row was a query per row).
-create or replace function ${schema}.bundle_kv_ack(p_ops text[], p_ns text[], p_keys text[], p_values text[],
-                                                   p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[],
-                                                   p_expect bigint[], p_max bigint[], p_required boolean[],
-                                                   p_pids bigint[], p_groups text[], p_offsets bigint[],
-                                                   p_leases uuid[], p_statuses text[], p_errors text[])
-returns table(kind text, op_index int, w_applied boolean, w_reason text, w_found boolean, w_value text,
-              w_version bigint, w_expires_at timestamptz, ack_outcome text, fail text)
-language plpgsql volatile set enable_seqscan = off as $fn$
-declare
-  v_kv record;
-  v_ack_idx int[] := '{}';
-  v_ack_out text[] := '{}';
-  v_fail text;
-  v_k int[] := '{}';
-  v_a boolean[] := '{}';
-  v_r text[] := '{}';
-  v_f boolean[] := '{}';
-  v_v text[] := '{}';
-  v_ver bigint[] := '{}';
-  v_exp timestamptz[] := '{}';
-  a record;
-begin
-  begin
-    for v_kv in select * from ${schema}.kv_write_many(p_ops, p_ns, p_keys, p_values, p_delta, p_ttl_ms, p_forever,
-                                                      p_expect, p_max, p_required) loop
-      v_k := v_k || v_kv.op_index;
-      v_a := v_a || v_kv.w_applied;
-      v_r := v_r || v_kv.w_reason;
-      v_f := v_f || v_kv.w_found;
-      v_v := v_v || v_kv.w_value;
-      v_ver := v_ver || v_kv.w_version;
-      v_exp := v_exp || v_kv.w_expires_at;
-      if p_required[v_kv.op_index] and not v_kv.w_applied then
-        v_fail := 'kv';
-      end if;
-    end loop;
-    if v_fail is null then
-      for a in select * from ${schema}.ack(p_pids, p_groups, p_offsets, p_leases, p_statuses, p_errors) loop
-        v_ack_idx := v_ack_idx || a.idx;
-        v_ack_out := v_ack_out || a.outcome;
-        if a.outcome = 'LEASE_LOST' then
-          v_fail := 'lease';
-        end if;
-      end loop;
-    end if;
-    if v_fail is not null then
-      raise exception 'bundle did not apply' using errcode = 'QB001';
-    end if;
-  exception when sqlstate 'QB001' then
-    null; -- the writes and acks of the block are undone; the results above say why
-  end;
-  fail := v_fail;
-  kind := 'kv';
-  ack_outcome := null;
-  for i in 1 .. coalesce(cardinality(v_k), 0) loop
-    op_index := v_k[i];
-    w_applied := v_a[i];
-    w_reason := v_r[i];
-    w_found := v_f[i];
-    w_value := v_v[i];
-    w_version := v_ver[i];
-    w_expires_at := v_exp[i];
-    return next;
-  end loop;
-  kind := 'ack';
-  w_applied := null;
-  w_reason := null;
-  w_found := null;
-  w_value := null;
-  w_version := null;
-  w_expires_at := null;
-  for i in 1 .. coalesce(cardinality(v_ack_idx), 0) loop
-    op_index := v_ack_idx[i];
-    ack_outcome := v_ack_out[i];
-    return next;
   end loop;
 end $fn$;
 
