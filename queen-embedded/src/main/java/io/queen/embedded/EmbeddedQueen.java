@@ -33,6 +33,12 @@ public final class EmbeddedQueen {
   public static final int DEFAULT_POOL_SIZE = 10;
   /** Default byte ceiling of one KV prefix read: 4 MiB. */
   public static final long DEFAULT_KV_MAX_READ_BYTES = 4L * 1024 * 1024;
+  /** Default largest payload a push accepts, in bytes of JSON text (UTF-8): 8 MiB. */
+  public static final int DEFAULT_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
+  /** Upper bound of {@link Builder#maxPayloadBytes}: 64 MiB, well inside what jsonb and the reader hold. */
+  public static final int MAX_PAYLOAD_BYTES_LIMIT = 64 * 1024 * 1024;
+  /** Default bound on how long Queen waits for a database connection: 5 s. */
+  public static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(5);
 
   private static final Pattern SCHEMA = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
   private static final Pattern NODE = Pattern.compile("[A-Za-z0-9._-]{1,64}");
@@ -60,6 +66,8 @@ public final class EmbeddedQueen {
     private boolean janitor = true;
     private long kvMaxReadBytes = DEFAULT_KV_MAX_READ_BYTES;
     private Object meterRegistry;
+    private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
+    private Duration connectTimeout = DEFAULT_CONNECT_TIMEOUT;
 
     private Builder() {}
 
@@ -147,6 +155,26 @@ public final class EmbeddedQueen {
       return this;
     }
 
+    /**
+     * The largest payload a push accepts, in bytes of its JSON text as UTF-8 (1 KiB .. 64 MiB; default
+     * 8 MiB). A bigger item is refused before anything is sent, naming its index; the reader accepts
+     * whatever this limit lets through.
+     */
+    public Builder maxPayloadBytes(int bytes) {
+      this.maxPayloadBytes = bytes;
+      return this;
+    }
+
+    /**
+     * How long Queen waits for a database connection before a call fails (250 ms .. 5 min; default 5 s).
+     * Applies to the pool Queen opens with {@link #jdbcUrl}; with {@link #dataSource} the application's
+     * pool decides (set its connection timeout).
+     */
+    public Builder connectTimeout(Duration timeout) {
+      this.connectTimeout = Objects.requireNonNull(timeout, "connectTimeout");
+      return this;
+    }
+
     /** Validates every option, migrates the schema and starts the node. */
     public Queen start() {
       return QueenImpl.start(build());
@@ -174,9 +202,14 @@ public final class EmbeddedQueen {
       if (kvMaxReadBytes < 64 * 1024 || kvMaxReadBytes > 256L * 1024 * 1024) {
         throw new IllegalArgumentException("kvMaxReadBytes must be 65536..268435456, was " + kvMaxReadBytes);
       }
+      if (maxPayloadBytes < 1024 || maxPayloadBytes > MAX_PAYLOAD_BYTES_LIMIT) {
+        throw new IllegalArgumentException("maxPayloadBytes must be 1024.." + MAX_PAYLOAD_BYTES_LIMIT + ", was "
+            + maxPayloadBytes);
+      }
+      between("connectTimeout", connectTimeout, Duration.ofMillis(250), Duration.ofMinutes(5));
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
-          pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry);
+          pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout);
     }
 
     private static void between(String field, Duration d, Duration min, Duration max) {

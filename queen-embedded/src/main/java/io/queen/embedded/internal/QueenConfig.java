@@ -8,13 +8,15 @@ import javax.sql.DataSource;
 /** The validated, immutable configuration of one node. */
 public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, String password, int poolSize,
     String schema, String nodeId, ObjectMapper mapper, ThreadFactory threadFactory, Duration pollInterval,
-    Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry) {
+    Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
+    Duration connectTimeout) {
 
   /** The effective settings for the start-up log line, with the password masked. */
   public String describe() {
     return "schema=" + schema + ", node=" + nodeId + ", pool=" + (dataSource != null ? "application DataSource"
         : "own HikariCP(" + poolSize + ") " + maskUrl(jdbcUrl)) + ", pollInterval=" + pollInterval
-        + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes + ", metrics=" + (meterRegistry != null);
+        + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes + ", metrics=" + (meterRegistry != null)
+        + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout;
   }
 
   @Override
