@@ -62,6 +62,19 @@ public interface ConsumerBuilder {
   Subscription consumeBatch(BatchHandler handler);
 
   /**
+   * Starts workers that call {@code handler} once per message with a fresh {@link Transaction}; the loop
+   * adds the message's acknowledgement to it and commits, so the handler's effects, its idempotency
+   * marker and the ack are one commit. See {@link TransactionalHandler} for what each outcome does.
+   */
+  Subscription consumeInTransaction(TransactionalHandler handler);
+
+  /**
+   * Starts workers that call {@code handler} once per popped batch with one {@link Transaction} that the
+   * loop commits with the acknowledgement of the whole batch. See {@link TransactionalBatchHandler}.
+   */
+  Subscription consumeBatchInTransaction(TransactionalBatchHandler handler);
+
+  /**
    * Moves the group's cursor of every partition to just before the first message created at or after
    * {@code time}; releases the group's leases. Returns the number of partitions moved.
    */

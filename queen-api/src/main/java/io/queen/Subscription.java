@@ -20,8 +20,26 @@ public interface Subscription extends AutoCloseable {
   /** Messages whose handler returned normally, since start. */
   long handled();
 
-  /** Messages whose handler threw, since start. */
+  /** Messages whose handler threw (or whose bundle lost a required write other than a marker), since start. */
   long failed();
+
+  /** Messages whose acknowledgement (or bundle) this subscription committed, since start. */
+  long acked();
+
+  /**
+   * Messages of a transactional handler whose marker was already there ({@code KV_PRECONDITION} with
+   * {@code EXISTS}): done before, acknowledged without applying the bundle again.
+   */
+  long alreadyDone();
+
+  /** Messages moved to the dead-letter queue by this subscription's acknowledgements. */
+  long deadLettered();
+
+  /**
+   * Messages this subscription could not acknowledge because its lease had expired or been taken over
+   * (another consumer has them now); not counted as failures.
+   */
+  long leaseLost();
 
   @Override
   void close();

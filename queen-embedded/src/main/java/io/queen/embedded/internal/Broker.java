@@ -37,6 +37,7 @@ import org.postgresql.util.ServerErrorMessage;
  * transaction bundle uses them); the others own their transaction.
  */
 public final class Broker {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Broker.class);
   /** SQLState raised by {@code push} when a queue's maxSize would be exceeded. */
   static final String QUEUE_FULL = "QU001";
 
@@ -307,6 +308,7 @@ public final class Broker {
         st.setBoolean(10, r.autoAck());
         List<Message> out = new ArrayList<>();
         try (ResultSet rs = st.executeQuery()) {
+          reportDeadLetters(st);
           while (rs.next()) {
             JsonNode payload = codec.parse(rs.getString(7));
             out.add(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3), rs.getObject(4, UUID.class),
@@ -319,6 +321,32 @@ public final class Broker {
     });
     metrics.delivered(r.queue(), r.group(), got);
     return got;
+  }
+
+  /**
+   * Logs the dead-letter moves the database reported while running {@code st} (notices raised by the
+   * {@code dead_letter} function): one WARN each, with queue, group, partition, offset, attempts and the
+   * last error, never the payload.
+   */
+  public void reportDeadLetters(java.sql.Statement st) {
+    try {
+      for (java.sql.SQLWarning w = st.getWarnings(); w != null; w = w.getNextWarning()) {
+        if (!(w instanceof org.postgresql.util.PSQLWarning pw) || pw.getServerErrorMessage() == null
+            || !"queen:dead_letter".equals(pw.getServerErrorMessage().getMessage())) {
+          continue;
+        }
+        JsonNode d = codec.mapper().readTree(pw.getServerErrorMessage().getDetail());
+        String group = d.path("group").asText();
+        LOG.warn("{} - {} {} partition '{}' offset {} after {} attempt(s); last error: {}", node,
+            d.path("kept").asBoolean() ? "dead-lettered" : "dropped (deadLetter=false)",
+            SubscriptionImpl.where(d.path("queue").asText(), group), d.path("partition").asText(),
+            d.path("offset").asLong(), d.path("attempts").asInt(), d.path("error").asText("(none)"));
+        metrics.deadLettered(d.path("queue").asText(), group);
+      }
+      st.clearWarnings();
+    } catch (SQLException | java.io.IOException | RuntimeException e) {
+      LOG.debug("{} - could not read the database's dead-letter notices: {}", node, e.toString());
+    }
   }
 
   // -------------------------------------------------------------------------------------------- ack
@@ -378,6 +406,7 @@ public final class Broker {
       try (PreparedStatement st = c.prepareStatement(ackSql)) {
         bindAcks(c, st, 1, leased);
         try (ResultSet rs = st.executeQuery()) {
+          reportDeadLetters(st);
           while (rs.next()) {
             int j = rs.getInt(1) - 1;
             Message m = acks.get(sent.get(j)).message();

@@ -8,6 +8,8 @@ import io.queen.Names;
 import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
+import io.queen.TransactionalBatchHandler;
+import io.queen.TransactionalHandler;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -167,22 +169,35 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
   @Override
   public Subscription consume(MessageHandler handler) {
     Objects.requireNonNull(handler, "handler");
-    return start(handler, null);
+    return start(handler, null, null, null);
   }
 
   @Override
   public Subscription consumeBatch(BatchHandler handler) {
     Objects.requireNonNull(handler, "handler");
-    return start(null, handler);
+    return start(null, handler, null, null);
   }
 
-  private Subscription start(MessageHandler one, BatchHandler many) {
+  @Override
+  public Subscription consumeInTransaction(TransactionalHandler handler) {
+    Objects.requireNonNull(handler, "handler");
+    return start(null, null, handler, null);
+  }
+
+  @Override
+  public Subscription consumeBatchInTransaction(TransactionalBatchHandler handler) {
+    Objects.requireNonNull(handler, "handler");
+    return start(null, null, null, handler);
+  }
+
+  private Subscription start(MessageHandler one, BatchHandler many, TransactionalHandler txOne,
+      TransactionalBatchHandler txMany) {
     queen.checkOpen();
     if (autoAck) {
       throw new IllegalArgumentException("autoAck is for pop(); consume acknowledges after the handler returns");
     }
     SubscriptionImpl s = new SubscriptionImpl(queen, request(), concurrency, grace != null ? grace
-        : queen.config().closeGrace(), one, many);
+        : queen.config().closeGrace(), one, many, txOne, txMany);
     queen.register(s);
     s.start();
     return s;

@@ -21,6 +21,9 @@ public interface Metrics {
 
   default void handled(String queue, String group, long nanos, boolean ok) {}
 
+  /** A message was moved to the dead-letter queue (or dropped, with deadLetter off), by an ack or an expired lease. */
+  default void deadLettered(String queue, String group) {}
+
   /**
    * A bundle of markers then acks went as one statement ({@code applied}), or met a key that had a row or a lost lease
    * and went the general way ({@code false}).

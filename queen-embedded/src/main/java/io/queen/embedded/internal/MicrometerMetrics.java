@@ -76,11 +76,16 @@ final class MicrometerMetrics implements Metrics {
       switch (r.outcome()) {
         case ACKED -> counter("queen.messages.acked", queue, group).increment();
         case RETRY_SCHEDULED -> counter("queen.messages.failed", queue, group).increment();
-        case DEAD_LETTERED -> counter("queen.messages.dead_lettered", queue, group).increment();
+        case DEAD_LETTERED -> { } // counted by deadLettered(), from the database's report, which also sees expired leases
         case LEASE_LOST -> counter("queen.acks.lease_lost", queue, group).increment();
         case REDELIVER -> counter("queen.acks.redeliver", queue, group).increment();
       }
     }
+  }
+
+  @Override
+  public void deadLettered(String queue, String group) {
+    counter("queen.messages.dead_lettered", queue, group).increment();
   }
 
   @Override

@@ -4,9 +4,17 @@ import io.queen.AckOutcome;
 import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.BatchHandler;
+import io.queen.CommitResult;
+import io.queen.KvReason;
+import io.queen.KvWriteResult;
 import io.queen.Message;
 import io.queen.MessageHandler;
+import io.queen.Queen;
+import io.queen.QueenDatabaseException;
 import io.queen.Subscription;
+import io.queen.Transaction;
+import io.queen.TransactionalBatchHandler;
+import io.queen.TransactionalHandler;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -15,6 +23,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -23,11 +32,21 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The consume loop: N worker threads, each popping a batch, running the handler in offset order per
- * partition, and acknowledging the batch in one call. A handler that throws (exception or
- * {@link Error}) fails its message: the rest of that partition's batch is not run and is redelivered
- * after it. Leases are renewed while handlers run. {@link #close} stops popping, waits for running
- * handlers up to the grace period, interrupts them, and gives back the leases still held (a message
- * interrupted by close is not counted as a failed attempt).
+ * partition, and acknowledging. A handler that throws (exception or {@link Error}) fails its message:
+ * the rest of that partition's batch is not run and is redelivered after it. Leases are renewed while
+ * handlers run. {@link #close} stops popping, waits for running handlers up to the grace period,
+ * interrupts them, and gives back the leases still held (a message interrupted by close is not counted
+ * as a failed attempt).
+ *
+ * <p>Four handler shapes: one message or one batch, each either acknowledged by the loop after the
+ * handler returns, or committed by the loop as one bundle with the handler's own transactional effects
+ * ({@link TransactionalHandler}, {@link TransactionalBatchHandler}: the bundle carries the ack, so the
+ * loop never acks those messages a second time).
+ *
+ * <p>Logging, for an operator: a handler failure is a WARN (once per message and attempt, with the
+ * exception; identical repeats are summarised by a {@link LogThrottle}); a round that fails (the database
+ * is unreachable) is one WARN when it starts failing and one INFO when it recovers, with how long it was
+ * down; dead-letter moves are logged by the {@link Broker} where the database reports them.
  */
 final class SubscriptionImpl implements Subscription {
   private static final Logger LOG = LoggerFactory.getLogger(SubscriptionImpl.class);
@@ -38,36 +57,60 @@ final class SubscriptionImpl implements Subscription {
   private final Duration defaultGrace;
   private final MessageHandler one;
   private final BatchHandler many;
+  private final TransactionalHandler txOne;
+  private final TransactionalBatchHandler txMany;
+  private final String where;
   private final List<Thread> workers = new ArrayList<>();
   private final AtomicBoolean running = new AtomicBoolean(true);
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicLong handled = new AtomicLong();
   private final AtomicLong failed = new AtomicLong();
+  private final AtomicLong acked = new AtomicLong();
+  private final AtomicLong alreadyDone = new AtomicLong();
+  private final AtomicLong deadLettered = new AtomicLong();
+  private final AtomicLong leaseLost = new AtomicLong();
   /** Leases held by running batches: one message per (partition, lease) stands for the lease. */
   private final Set<Message> inFlight = ConcurrentHashMap.newKeySet();
+  private final LogThrottle throttle = new LogThrottle();
+  /** When rounds started failing (System.nanoTime), or 0 while they succeed; shared by the workers. */
+  private final AtomicLong failingSince = new AtomicLong();
+  private final AtomicLong failedRounds = new AtomicLong();
+  private final AtomicBoolean warnedUnrequiredMarker = new AtomicBoolean();
+  private final AtomicBoolean warnedSelfCommit = new AtomicBoolean();
   private volatile ScheduledFuture<?> renewal;
 
+  /** Exactly one of the four handlers is non-null. */
   SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int concurrency, Duration grace, MessageHandler one,
-      BatchHandler many) {
+      BatchHandler many, TransactionalHandler txOne, TransactionalBatchHandler txMany) {
     this.queen = queen;
     this.request = request;
     this.concurrency = concurrency;
     this.defaultGrace = grace;
     this.one = one;
     this.many = many;
+    this.txOne = txOne;
+    this.txMany = txMany;
+    this.where = where(request.queue(), request.group());
+  }
+
+  /** How a person reads a queue and group in a log line: the default group is named as such. */
+  static String where(String queue, String group) {
+    return Queen.DEFAULT_GROUP.equals(group) ? "queue '" + queue + "' (default group)"
+        : "queue '" + queue + "' group '" + group + "'";
   }
 
   void start() {
     Duration lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().config(request.queue()).leaseTime();
     long every = Math.max(50, lease.toMillis() / 3);
     renewal = queen.scheduler().scheduleAtFixedRate(this::renewLeases, every, every, TimeUnit.MILLISECONDS);
+    String group = Queen.DEFAULT_GROUP.equals(request.group()) ? "default" : request.group();
     for (int i = 0; i < concurrency; i++) {
-      Thread t = queen.newThread(request.queue() + "-" + request.group() + "-" + i, this::work);
+      Thread t = queen.newThread(request.queue() + "-" + group + "-" + i, this::work);
       workers.add(t);
     }
     workers.forEach(Thread::start);
-    LOG.info("{} - consuming queue '{}' group '{}' with {} worker(s), batch {}", queen.nodeId(), request.queue(),
-        request.group(), concurrency, request.batch());
+    LOG.info("{} - consuming {} with {} worker(s), batch {}, {} partition(s) per pop{}", queen.nodeId(), where,
+        concurrency, request.batch(), request.partitions(), txOne != null || txMany != null ? ", in transactions" : "");
   }
 
   @Override
@@ -95,6 +138,28 @@ final class SubscriptionImpl implements Subscription {
     return failed.get();
   }
 
+  @Override
+  public long acked() {
+    return acked.get();
+  }
+
+  @Override
+  public long alreadyDone() {
+    return alreadyDone.get();
+  }
+
+  @Override
+  public long deadLettered() {
+    return deadLettered.get();
+  }
+
+  @Override
+  public long leaseLost() {
+    return leaseLost.get();
+  }
+
+  // ------------------------------------------------------------------------------------ the loop
+
   private void work() {
     long backoff = 0;
     while (running.get()) {
@@ -102,6 +167,7 @@ final class SubscriptionImpl implements Subscription {
         long seen = queen.wakeups().version(request.queue());
         List<Message> batch = queen.broker().pop(request);
         backoff = 0;
+        roundSucceeded();
         if (batch.isEmpty()) {
           queen.wakeups().await(request.queue(), seen, queen.config().pollInterval());
           continue;
@@ -116,17 +182,38 @@ final class SubscriptionImpl implements Subscription {
         if (!running.get()) {
           break;
         }
-        backoff = Math.min(queen.config().pollInterval().toMillis() * 4, Math.max(50, backoff * 2));
-        LOG.warn("{} - consumer of '{}'/'{}' failed a round, retrying in {} ms: {}", queen.nodeId(), request.queue(),
-            request.group(), backoff, e.toString());
+        long cap = queen.config().pollInterval().toMillis() * 4;
+        backoff = Math.min(cap, Math.max(50, backoff * 2));
+        long sleep = backoff / 2 + ThreadLocalRandom.current().nextLong(backoff / 2 + 1); // jitter: no herd
+        roundFailed(e, cap);
         try {
-          Thread.sleep(backoff);
+          Thread.sleep(sleep);
         } catch (InterruptedException ie) {
           if (!running.get()) {
             break;
           }
         }
       }
+    }
+  }
+
+  /** One WARN when rounds start failing; the rest at DEBUG until they recover. */
+  private void roundFailed(RuntimeException e, long capMillis) {
+    failedRounds.incrementAndGet();
+    if (failingSince.compareAndSet(0, System.nanoTime())) {
+      LOG.warn("{} - consumer of {} cannot pop: {}; retrying with back-off (up to {} ms) until it works", queen.nodeId(),
+          where, e.toString(), capMillis);
+    } else {
+      LOG.debug("{} - consumer of {} still cannot pop: {}", queen.nodeId(), where, e.toString());
+    }
+  }
+
+  private void roundSucceeded() {
+    long since = failingSince.get();
+    if (since != 0 && failingSince.compareAndSet(since, 0)) {
+      long rounds = failedRounds.getAndSet(0);
+      LOG.info("{} - consumer of {} recovered: pops work again after {} ms ({} failed round(s))", queen.nodeId(),
+          where, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - since), rounds);
     }
   }
 
@@ -138,79 +225,368 @@ final class SubscriptionImpl implements Subscription {
     List<Message> heads = new ArrayList<>();
     byPartition.values().forEach(l -> heads.add(l.get(0)));
     inFlight.addAll(heads);
-    List<Broker.AckRequest> acks = new ArrayList<>(batch.size());
-    List<Message> giveBack = new ArrayList<>();
     try {
-      if (many != null) {
-        long t0 = System.nanoTime();
-        try {
-          many.handle(batch);
-          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-          for (Message m : batch) {
-            acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-          }
-          handled.addAndGet(batch.size());
-        } catch (Throwable t) {
-          if (!running.get()) {
-            giveBack.addAll(heads);
-          } else {
-            failed.incrementAndGet();
-            logFailure(heads.get(0), t);
-            for (Message h : heads) {
-              acks.add(new Broker.AckRequest(h, AckStatus.FAILED, describe(t)));
-            }
-          }
+      if (one != null) {
+        runEach(byPartition);
+      } else if (many != null) {
+        runMany(batch, heads);
+      } else if (txOne != null) {
+        for (List<Message> part : byPartition.values()) {
+          runTxEach(part, txOne);
         }
       } else {
-        for (List<Message> part : byPartition.values()) {
-          for (Message m : part) {
-            if (!running.get() && Thread.currentThread().isInterrupted()) {
-              giveBack.add(part.get(0));
-              break;
-            }
-            long t0 = System.nanoTime();
-            try {
-              one.handle(m);
-              queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-              acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-              handled.incrementAndGet();
-            } catch (Throwable t) {
-              queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-              if (!running.get()) {
-                giveBack.add(part.get(0)); // interrupted by close: not the message's fault
-              } else {
-                failed.incrementAndGet();
-                logFailure(m, t);
-                acks.add(new Broker.AckRequest(m, AckStatus.FAILED, describe(t)));
-              }
-              break; // the rest of this partition comes again after it
-            }
-          }
-        }
-      }
-      Thread.interrupted(); // an interrupt aimed at the handler must not fail the acknowledgement
-      if (!acks.isEmpty()) {
-        List<AckResult> res = queen.broker().ack(acks);
-        long lost = res.stream().filter(r -> r.outcome() == AckOutcome.LEASE_LOST).count();
-        if (lost > 0) {
-          LOG.warn("{} - {} acknowledgement(s) of '{}'/'{}' rejected: the lease expired or was taken over; those"
-              + " messages are redelivered to the new holder", queen.nodeId(), lost, request.queue(), request.group());
-        }
-      }
-      if (!giveBack.isEmpty()) {
-        queen.broker().release(giveBack);
+        runTxBatch(batch, byPartition, heads);
       }
     } finally {
       inFlight.removeAll(heads);
     }
   }
 
+  /** MessageHandler: run in order per partition, then acknowledge what ran in one call. */
+  private void runEach(Map<Long, List<Message>> byPartition) {
+    List<Broker.AckRequest> acks = new ArrayList<>();
+    List<Message> giveBack = new ArrayList<>();
+    for (List<Message> part : byPartition.values()) {
+      for (Message m : part) {
+        if (stopping()) {
+          giveBack.add(part.get(0));
+          break;
+        }
+        long t0 = System.nanoTime();
+        try {
+          one.handle(m);
+          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
+          acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+          handled.incrementAndGet();
+        } catch (Throwable t) {
+          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+          if (!running.get()) {
+            giveBack.add(part.get(0)); // interrupted by close: not the message's fault
+          } else {
+            failed.incrementAndGet();
+            logFailure(m, t);
+            acks.add(new Broker.AckRequest(m, AckStatus.FAILED, describe(t)));
+          }
+          break; // the rest of this partition comes again after it
+        }
+      }
+    }
+    settle(acks);
+    giveBack(giveBack);
+  }
+
+  /** BatchHandler: one call for the batch, then acknowledge all of it or fail the heads. */
+  private void runMany(List<Message> batch, List<Message> heads) {
+    List<Broker.AckRequest> acks = new ArrayList<>(batch.size());
+    long t0 = System.nanoTime();
+    try {
+      many.handle(batch);
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
+      for (Message m : batch) {
+        acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+      }
+      handled.addAndGet(batch.size());
+    } catch (Throwable t) {
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+      if (!running.get()) {
+        giveBack(heads);
+        return;
+      }
+      failHeads(heads, t);
+      return;
+    }
+    settle(acks);
+  }
+
+  /** What to do with the rest of a partition's batch after one message. */
+  private enum Next {
+    CONTINUE,
+    STOP
+  }
+
+  /** TransactionalHandler: one bundle per message, in order; stop the partition at the first that does not commit. */
+  private void runTxEach(List<Message> part, TransactionalHandler handler) {
+    for (Message m : part) {
+      if (stopping()) {
+        giveBack(List.of(part.get(0)));
+        return;
+      }
+      Transaction tx = queen.transaction();
+      long t0 = System.nanoTime();
+      try {
+        handler.handle(m, tx);
+        queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
+        handled.incrementAndGet();
+      } catch (Throwable t) {
+        queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+        if (!running.get()) {
+          giveBack(List.of(part.get(0)));
+        } else {
+          fail(m, t);
+        }
+        return;
+      }
+      if (commit(tx, List.of(m), List.of(part.get(0))) == Next.STOP) {
+        return;
+      }
+    }
+  }
+
+  /** TransactionalBatchHandler: one bundle for the batch and its acknowledgement. */
+  private void runTxBatch(List<Message> batch, Map<Long, List<Message>> byPartition, List<Message> heads) {
+    Transaction tx = queen.transaction();
+    long t0 = System.nanoTime();
+    try {
+      txMany.handle(batch, tx);
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
+      handled.addAndGet(batch.size());
+    } catch (Throwable t) {
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+      if (!running.get()) {
+        giveBack(heads);
+      } else {
+        failHeads(heads, t);
+      }
+      return;
+    }
+    CommitResult res = commitOrNull(tx, batch, heads);
+    if (res == null || res.success()) {
+      return;
+    }
+    if (res.reason() == CommitResult.Reason.LEASE_LOST) {
+      // the partitions whose ack was refused belong to another consumer now; give the others back at once
+      Set<Long> lost = new java.util.HashSet<>();
+      for (AckResult a : res.acks()) {
+        if (a.outcome() == AckOutcome.LEASE_LOST) {
+          lost.add(a.partitionId());
+        }
+      }
+      List<Message> keep = new ArrayList<>();
+      for (Message h : heads) {
+        if (lost.contains(h.partitionId())) {
+          leaseLost.addAndGet(byPartition.get(h.partitionId()).size());
+        } else {
+          keep.add(h);
+        }
+      }
+      logLeaseLost(lost.size());
+      giveBack(keep);
+      return;
+    }
+    if (markerExists(res)) {
+      // some message of the batch was done before; find out which, one message (and one bundle) at a time
+      for (List<Message> part : byPartition.values()) {
+        runTxEach(part, (m, t) -> txMany.handle(List.of(m), t));
+      }
+      return;
+    }
+    failHeads(heads, preconditionFailure(res));
+  }
+
+  /**
+   * Adds the acknowledgement of {@code messages} to the handler's bundle, commits it, and acts on the
+   * outcome. {@code heads} stand for the leases involved.
+   */
+  private Next commit(Transaction tx, List<Message> messages, List<Message> heads) {
+    CommitResult res = commitOrNull(tx, messages, heads);
+    if (res == null) {
+      return Next.STOP;
+    }
+    if (res.success()) {
+      return Next.CONTINUE;
+    }
+    if (res.reason() == CommitResult.Reason.LEASE_LOST) {
+      leaseLost.addAndGet(messages.size());
+      logLeaseLost(1);
+      return Next.STOP;
+    }
+    if (markerExists(res)) {
+      alreadyDone.addAndGet(messages.size());
+      List<Broker.AckRequest> acks = new ArrayList<>(messages.size());
+      for (Message m : messages) {
+        acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+      }
+      return settle(acks, false) ? Next.CONTINUE : Next.STOP;
+    }
+    fail(messages.get(0), preconditionFailure(res));
+    return Next.STOP;
+  }
+
+  /**
+   * Commits a handler's bundle with the acknowledgement of {@code messages}. Returns the result, or
+   * {@code null} when there is none to act on (the commit failed and was dealt with here).
+   */
+  private CommitResult commitOrNull(Transaction tx, List<Message> messages, List<Message> heads) {
+    CommitResult res;
+    try {
+      try {
+        tx.ack(messages);
+      } catch (IllegalStateException committedByHandler) {
+        // the handler committed the bundle itself: its effects are in, the ack is not; acknowledge alone
+        if (warnedSelfCommit.compareAndSet(false, true)) {
+          LOG.warn("{} - a transactional handler of {} committed its transaction itself; the loop commits it (with the"
+              + " ack), so the effect and the ack were two commits", queen.nodeId(), where);
+        }
+        List<Broker.AckRequest> acks = new ArrayList<>(messages.size());
+        messages.forEach(m -> acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null)));
+        settle(acks);
+        return null;
+      }
+      res = tx.commit();
+    } catch (QueenDatabaseException e) {
+      if (!e.isTransient()) {
+        failHeads(heads, e);
+        return null;
+      }
+      // the outcome is unknown: give the leases back without blaming the message; on redelivery its marker
+      // tells whether this commit happened
+      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("commit", e));
+      if (d.level() != LogThrottle.Level.SUPPRESS) {
+        LOG.warn("{} - commit of a bundle of {} failed ({}); its outcome is unknown, so the lease is given back and the"
+            + " message redelivered", queen.nodeId(), where, e.toString());
+      }
+      giveBack(heads);
+      return null;
+    } catch (RuntimeException e) {
+      failHeads(heads, e);
+      return null;
+    }
+    if (res.success()) {
+      acked.addAndGet(messages.size());
+      if (!warnedUnrequiredMarker.get()) {
+        for (KvWriteResult w : res.writes()) {
+          if (!w.applied() && w.reason() == KvReason.EXISTS && warnedUnrequiredMarker.compareAndSet(false, true)) {
+            LOG.warn("{} - a transactional handler of {} committed its bundle although a putIfAbsent/once write found its"
+                + " key already there: mark the marker write required() so that the bundle's effects apply only once",
+                queen.nodeId(), where);
+          }
+        }
+      }
+    }
+    return res;
+  }
+
+  private static boolean markerExists(CommitResult res) {
+    return res.reason() == CommitResult.Reason.KV_PRECONDITION && !res.writes().isEmpty()
+        && res.writes().get(res.writes().size() - 1).reason() == KvReason.EXISTS;
+  }
+
+  private static IllegalStateException preconditionFailure(CommitResult res) {
+    KvWriteResult w = res.writes().isEmpty() ? null : res.writes().get(res.writes().size() - 1);
+    return new IllegalStateException("a required KV write of the bundle was not applied (operation "
+        + res.failedOperation() + (w != null ? ", reason " + w.reason() : "") + ")");
+  }
+
+  private void logLeaseLost(int partitions) {
+    LogThrottle.Decision d = throttle.admit("lease-lost");
+    if (d.level() != LogThrottle.Level.SUPPRESS) {
+      LOG.warn("{} - {}: the lease of {} partition(s) expired or was taken over before the bundle committed; nothing of"
+          + " it was applied and another consumer has those messages (handlers slower than the lease time?)",
+          queen.nodeId(), where, partitions);
+    }
+  }
+
+  // --------------------------------------------------------------------------- acks and failures
+
+  /** Fails one message (attempt counted). */
+  private void fail(Message m, Throwable t) {
+    failed.incrementAndGet();
+    logFailure(m, t);
+    settle(List.of(new Broker.AckRequest(m, AckStatus.FAILED, describe(t))));
+  }
+
+  /** Fails the first message of each partition (the rest comes again with it). */
+  private void failHeads(List<Message> heads, Throwable t) {
+    failed.incrementAndGet();
+    logFailure(heads.get(0), t);
+    List<Broker.AckRequest> acks = new ArrayList<>(heads.size());
+    for (Message h : heads) {
+      acks.add(new Broker.AckRequest(h, AckStatus.FAILED, describe(t)));
+    }
+    settle(acks);
+  }
+
+  /**
+   * Sends acknowledgements and counts their outcomes. Returns false when a lease was found lost. A
+   * failure to send is logged; the leases then expire and the messages come again.
+   */
+  private boolean settle(List<Broker.AckRequest> acks) {
+    return settle(acks, true);
+  }
+
+  /** @param countAcked whether completed acknowledgements count in {@link #acked()} */
+  private boolean settle(List<Broker.AckRequest> acks, boolean countAcked) {
+    if (acks.isEmpty()) {
+      return true;
+    }
+    Thread.interrupted(); // an interrupt aimed at the handler must not fail the acknowledgement
+    List<AckResult> res;
+    try {
+      res = queen.broker().ack(acks);
+    } catch (RuntimeException e) {
+      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("ack", e));
+      if (d.level() != LogThrottle.Level.SUPPRESS) {
+        LOG.warn("{} - could not acknowledge {} message(s) of {}: {}; their leases expire and they are redelivered",
+            queen.nodeId(), acks.size(), where, e.toString());
+      }
+      return false;
+    }
+    long lost = 0;
+    for (AckResult r : res) {
+      switch (r.outcome()) {
+        case LEASE_LOST -> lost++;
+        case DEAD_LETTERED -> deadLettered.incrementAndGet();
+        case RETRY_SCHEDULED, REDELIVER -> { }
+        default -> {
+          if (countAcked) {
+            acked.incrementAndGet();
+          }
+        }
+      }
+    }
+    if (lost > 0) {
+      leaseLost.addAndGet(lost);
+      LogThrottle.Decision d = throttle.admit("ack-lease-lost");
+      if (d.level() != LogThrottle.Level.SUPPRESS) {
+        LOG.warn("{} - {} acknowledgement(s) of {} rejected: the lease expired or was taken over (handlers slower than"
+            + " the lease time?); those messages are redelivered to the new holder", queen.nodeId(), lost, where);
+      }
+    }
+    return lost == 0;
+  }
+
+  private void giveBack(List<Message> heads) {
+    if (heads.isEmpty()) {
+      return;
+    }
+    try {
+      queen.broker().release(heads);
+    } catch (RuntimeException e) {
+      LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
+          heads.size(), where, e.toString());
+    }
+  }
+
+  private boolean stopping() {
+    return !running.get() && Thread.currentThread().isInterrupted();
+  }
+
+  /**
+   * WARN once per failed message and attempt, with the exception; identical repeats within a minute are
+   * logged without the stack trace, and past ten, only counted.
+   */
   private void logFailure(Message m, Throwable t) {
-    if (t instanceof Error) {
-      LOG.error("{} - handler of '{}'/'{}' threw an Error on {}", queen.nodeId(), request.queue(), request.group(), m, t);
-    } else {
-      LOG.debug("{} - handler of '{}'/'{}' failed on {}: {}", queen.nodeId(), request.queue(), request.group(), m,
-          t.toString());
+    LogThrottle.Decision d = throttle.admit(LogThrottle.kind("handler", t));
+    String at = "partition '" + m.partition() + "' offset " + m.offset() + " attempt " + m.attempt();
+    if (d.suppressedBefore() > 0) {
+      LOG.warn("{} - handler of {}: {} identical failure(s) were not logged in the previous minute", queen.nodeId(),
+          where, d.suppressedBefore());
+    }
+    switch (d.level()) {
+      case FULL -> LOG.warn("{} - handler of {} failed on {}", queen.nodeId(), where, at, t);
+      case SHORT -> LOG.warn("{} - handler of {} failed on {}: {} (repeated failure, stack trace above)", queen.nodeId(),
+          where, at, t.toString());
+      case SUPPRESS -> LOG.debug("{} - handler of {} failed on {}: {}", queen.nodeId(), where, at, t.toString());
     }
   }
 
@@ -226,10 +602,14 @@ final class SubscriptionImpl implements Subscription {
     try {
       queen.broker().renew(new ArrayList<>(inFlight));
     } catch (RuntimeException e) {
-      LOG.warn("{} - lease renewal for '{}'/'{}' failed: {}", queen.nodeId(), request.queue(), request.group(),
-          e.toString());
+      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("renew", e));
+      if (d.level() != LogThrottle.Level.SUPPRESS) {
+        LOG.warn("{} - lease renewal for {} failed: {}", queen.nodeId(), where, e.toString());
+      }
     }
   }
+
+  // --------------------------------------------------------------------------------------- close
 
   @Override
   public void close() {
@@ -280,8 +660,9 @@ final class SubscriptionImpl implements Subscription {
       }
     }
     queen.unregister(this);
-    LOG.info("{} - stopped consuming '{}'/'{}': {} handled, {} failed", queen.nodeId(), request.queue(),
-        request.group(), handled.get(), failed.get());
+    LOG.info("{} - stopped consuming {}: {} handled, {} acked, {} already done, {} failed, {} dead-lettered, {} lease(s)"
+        + " lost", queen.nodeId(), where, handled.get(), acked.get(), alreadyDone.get(), failed.get(),
+        deadLettered.get(), leaseLost.get());
     if (interrupted) {
       Thread.currentThread().interrupt();
     }

@@ -189,6 +189,7 @@ public final class Wakeups implements AutoCloseable {
 
   private void listenLoop() {
     long backoff = 100;
+    long lostSince = 0; // System.nanoTime() when the connection was lost, 0 while listening
     while (running) {
       try (Connection c = ds.getConnection()) {
         c.setAutoCommit(true);
@@ -199,6 +200,11 @@ public final class Wakeups implements AutoCloseable {
         PGConnection pg = c.unwrap(PGConnection.class);
         wakeAll(); // anything pushed while we were not listening
         backoff = 100;
+        if (lostSince != 0) {
+          LOG.info("{} - wake-up listener is back after {} ms ({} reconnect attempt(s) so far)", node,
+              TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - lostSince), reconnects);
+          lostSince = 0;
+        }
         LOG.debug("{} - listening on {}", node, channel);
         while (running) {
           PGNotification[] ns = pg.getNotifications(500);
@@ -214,8 +220,13 @@ public final class Wakeups implements AutoCloseable {
           break;
         }
         reconnects++;
-        LOG.warn("{} - wake-up listener lost its connection ({}); waiters poll until it reconnects in {} ms",
-            node, e.getMessage(), backoff);
+        if (lostSince == 0) {
+          lostSince = System.nanoTime();
+          LOG.warn("{} - wake-up listener lost its connection ({}); waiters poll every pollInterval until it is back",
+              node, e.toString());
+        } else {
+          LOG.debug("{} - wake-up listener still cannot connect ({}); next try in {} ms", node, e.toString(), backoff);
+        }
         try {
           TimeUnit.MILLISECONDS.sleep(backoff);
         } catch (InterruptedException ie) {
@@ -225,7 +236,7 @@ public final class Wakeups implements AutoCloseable {
           Thread.currentThread().interrupt();
           break;
         }
-        backoff = Math.min(5000, backoff * 2);
+        backoff = Math.min(2000, backoff * 2); // capped: it must be back soon after the database is
       }
     }
     listenConnection = null;

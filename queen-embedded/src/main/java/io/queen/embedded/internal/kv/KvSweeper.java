@@ -124,8 +124,21 @@ public final class KvSweeper implements Runnable {
       if (n > 0) {
         LOG.debug("{} - kv sweeper removed {} expired rows", schemaName, n);
       }
+      if (failingSince != 0) {
+        LOG.info("{} - kv sweeper works again after {} s", schemaName, (System.nanoTime() - failingSince) / 1_000_000_000L);
+        failingSince = 0;
+      }
     } catch (RuntimeException e) {
-      LOG.warn("{} - kv sweeper round failed; the next round retries", schemaName, e);
+      if (failingSince == 0) {
+        failingSince = System.nanoTime();
+        LOG.warn("{} - kv sweeper round failed ({}); the next rounds retry every 5 s, quietly until one works",
+            schemaName, e.toString());
+      } else {
+        LOG.debug("{} - kv sweeper round failed again: {}", schemaName, e.toString());
+      }
     }
   }
+
+  /** When rounds started failing (System.nanoTime()), 0 while they work; rounds run on one scheduler thread. */
+  private long failingSince;
 }

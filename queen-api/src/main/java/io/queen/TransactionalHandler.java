@@ -1,0 +1,43 @@
+package io.queen;
+
+/**
+ * Handles one message of a subscription inside a transaction the consume loop commits: the handler adds
+ * its effects to {@code tx} (pushes, KV writes such as an idempotency marker) and returns; the loop adds
+ * the message's acknowledgement to the same bundle and commits it. The effect, the marker and the
+ * cursor advance are one PostgreSQL commit.
+ *
+ * <pre>{@code
+ * queen.queue("orders").group("billing").consumeInTransaction((msg, tx) -> tx
+ *     .once("billing", msg.stateKey("charged"), Kv.ttl(Duration.ofDays(7)).required())
+ *     .push("receipts", msg.partition(), receiptFor(msg)));
+ * }</pre>
+ *
+ * <p>What the loop does with the outcome of the commit:
+ * <ul>
+ *   <li>committed: the message is done (counted in {@link Subscription#acked()}).
+ *   <li>{@link CommitResult.Reason#KV_PRECONDITION} with reason {@link KvReason#EXISTS} (a
+ *       {@code once()}/{@code putIfAbsent} marker, or a {@code put} with {@code expect(0)}, that is already
+ *       there): the work was done before, by this or another consumer. Nothing of the bundle was applied;
+ *       the loop acknowledges the message on its own and goes on ({@link Subscription#alreadyDone()}).
+ *       Mark the marker {@link KvOptions#required() required()}: a write that is not required never stops
+ *       the bundle, so the effect would commit a second time beside it (the loop logs a WARN when it sees a
+ *       committed bundle whose marker was already there).
+ *   <li>{@code KV_PRECONDITION} with another reason (VERSION, ABSENT, LIMIT, TYPE): the message fails,
+ *       as if the handler had thrown, and is retried under the queue's retry rules.
+ *   <li>{@link CommitResult.Reason#LEASE_LOST}: another consumer has the partition (this one overran its
+ *       lease). Nothing was applied; the loop drops the rest of that partition's batch without counting a
+ *       failure ({@link Subscription#leaseLost()}).
+ *   <li>the handler throws: nothing of the bundle is applied and the message fails (attempt counted), as
+ *       with {@link MessageHandler}.
+ *   <li>the commit fails on a transient database error (connection lost, shutdown): the outcome is
+ *       unknown, so the loop gives the partition's lease back without counting an attempt; the message is
+ *       redelivered and its marker tells whether the first commit happened.
+ * </ul>
+ *
+ * <p>The handler must not commit {@code tx} itself, nor acknowledge the message in it. The lease is
+ * renewed while the handler runs.
+ */
+@FunctionalInterface
+public interface TransactionalHandler {
+  void handle(Message message, Transaction tx) throws Exception;
+}
