@@ -121,6 +121,12 @@ class ExactlyOnceIT {
     run(OnceConsumerChild.CONNECTION, "once-src-jdbc", "effect", "effects-jdbc");
   }
 
+  @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS)
+  void onceEffectAndAckCommittedByTheConsumeLoopSurviveKills() throws Exception {
+    run(OnceConsumerChild.LOOP, "once-src-loop", "once-effects-loop", "effects-loop");
+  }
+
   private static boolean fails(int n) {
     return n % 30 == 7;
   }
@@ -154,7 +160,7 @@ class ExactlyOnceIT {
     // get KV_PRECONDITION with the winner's value and take the message off the cursor with a separate ack
     for (UUID id : preDone) {
       CommitResult res;
-      if (mode.equals(OnceConsumerChild.COMMIT)) {
+      if (!mode.equals(OnceConsumerChild.CONNECTION)) {
         res = observer.transaction().once(ns, "msg:" + id, MARKER)
             .push(target, partitionOf.get(id), Map.of("messageId", id.toString(), "n", pushed.get(id), "pid", 0,
                 "tryId", 0))
@@ -205,7 +211,7 @@ class ExactlyOnceIT {
     assertThat(markers.values()).as("every marker was written once").containsOnly(1L);
 
     // ---- exactly one effect per message
-    List<Map.Entry<UUID, Long>> effects = mode.equals(OnceConsumerChild.COMMIT)
+    List<Map.Entry<UUID, Long>> effects = !mode.equals(OnceConsumerChild.CONNECTION)
         ? queryList("select (m.payload->>'messageId')::uuid, (m.payload->>'tryId')::bigint from queen.messages m"
             + " join queen.partitions p on p.id = m.partition_id join queen.queues q on q.id = p.queue_id"
             + " where q.name = ?", target, rs -> Map.entry(rs.getObject(1, UUID.class), rs.getLong(2)))
@@ -250,10 +256,15 @@ class ExactlyOnceIT {
         .collect(Collectors.groupingBy(t -> t.outcome() == null ? "CUT" : t.outcome(), Collectors.counting()));
     List<Try> preconditions = tries.stream()
         .filter(t -> t.outcome() != null && t.outcome().startsWith("PRECONDITION")).toList();
-    assertThat(preconditions.stream().filter(t -> preDone.contains(t.messageId()))
-        .filter(t -> !t.outcome().equals("PRECONDITION_LEASE_LOST")).map(Try::messageId).collect(Collectors.toSet()))
-        .as("every message done elsewhere met KV_PRECONDITION and was then acked separately")
-        .isEqualTo(preDone);
+    // (the consume loop's handler does not see its bundle's outcome: there the proof is the effect's tryId above,
+    // and the loop's own counts in the children's DONE lines)
+    boolean loop = mode.equals(OnceConsumerChild.LOOP);
+    if (!loop) {
+      assertThat(preconditions.stream().filter(t -> preDone.contains(t.messageId()))
+          .filter(t -> !t.outcome().equals("PRECONDITION_LEASE_LOST")).map(Try::messageId).collect(Collectors.toSet()))
+          .as("every message done elsewhere met KV_PRECONDITION and was then acked separately")
+          .isEqualTo(preDone);
+    }
     // Elsewhere KV_PRECONDITION only reaches a zombie: a handling whose lease was taken over by a consumer that
     // then committed the work (the bundle runs once() before ack(), so the marker answers first). Its separate
     // ack must then be refused. An ACKED here would mean a message was delivered again after a bundle had
@@ -282,8 +293,10 @@ class ExactlyOnceIT {
     assertThat(killed).hasSize(KILLS);
     assertThat(cut).as("kills landed inside handlings").isNotEmpty();
     assertThat(redelivered).as("messages were redelivered").isPositive();
-    assertThat(leaseLost + zombiePreconditions.size()).as("leases expired under live consumers, whose bundles then met"
-        + " the fence (LEASE_LOST) or the new holder's marker (KV_PRECONDITION)").isPositive();
+    if (!loop) { // the loop renews leases while its handler runs: a slow handler keeps its lease there
+      assertThat(leaseLost + zombiePreconditions.size()).as("leases expired under live consumers, whose bundles then met"
+          + " the fence (LEASE_LOST) or the new holder's marker (KV_PRECONDITION)").isPositive();
+    }
     List<String> errors = new ArrayList<>();
     for (ChildJvm c : children) {
       c.lines().stream().filter(l -> l.startsWith("ERROR")).forEach(l -> errors.add(c.pid() + ": " + l));

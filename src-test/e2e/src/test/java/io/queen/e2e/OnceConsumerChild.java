@@ -7,6 +7,7 @@ import io.queen.Kv;
 import io.queen.KvOptions;
 import io.queen.Message;
 import io.queen.Queen;
+import io.queen.Subscription;
 import io.queen.Transaction;
 import io.queen.embedded.EmbeddedQueen;
 import java.sql.Connection;
@@ -54,6 +55,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class OnceConsumerChild {
   static final String COMMIT = "commit";
   static final String CONNECTION = "connection";
+  static final String LOOP = "loop";
 
   private OnceConsumerChild() {}
 
@@ -69,13 +71,17 @@ public final class OnceConsumerChild {
     int batch = Integer.parseInt(args[8]);
     long sleepMillis = Long.parseLong(args[9]);
     long slowMillis = Long.parseLong(args[10]);
-    if (!mode.equals(COMMIT) && !mode.equals(CONNECTION)) {
+    if (!mode.equals(COMMIT) && !mode.equals(CONNECTION) && !mode.equals(LOOP)) {
       throw new IllegalArgumentException("mode: " + mode);
     }
     int pid = (int) ProcessHandle.current().pid();
 
     Queen queen = EmbeddedQueen.builder().jdbcUrl(url, user, password).poolSize(workers + 3)
         .nodeId("once-" + pid).start();
+    if (mode.equals(LOOP)) {
+      runLoop(queen, url, user, password, queue, target, namespace, workers, batch, sleepMillis, slowMillis, pid);
+      return;
+    }
     AtomicInteger done = new AtomicInteger();
     for (int w = 0; w < workers; w++) {
       Connection book = DriverManager.getConnection(url, user, password); // bookkeeping, auto-commit
@@ -88,6 +94,51 @@ public final class OnceConsumerChild {
     }
     System.out.println("READY " + pid);
     new CountDownLatch(1).await(); // until killed
+  }
+
+  /**
+   * The {@code loop} mode: the consume loop's transactional handler. The handler adds the marker and the
+   * effect to the loop's bundle and sleeps (kills land there); the loop adds the ack and commits. The
+   * handler cannot see the commit's outcome, so only failures are recorded in {@code tried}; the effect
+   * message names the handling that committed it. A monitor prints {@code DONE <count>} as the
+   * subscription's committed count grows.
+   */
+  private static void runLoop(Queen queen, String url, String user, String password, String queue, String target,
+      String namespace, int workers, int batch, long sleepMillis, long slowMillis, int pid) throws Exception {
+    KvOptions marker = Kv.ttl(Duration.ofHours(1)).required();
+    ThreadLocal<Connection> book = ThreadLocal.withInitial(() -> {
+      try {
+        return DriverManager.getConnection(url, user, password);
+      } catch (SQLException e) {
+        throw new IllegalStateException(e);
+      }
+    });
+    Subscription s = queen.queue(queue).consumer().concurrency(workers).batch(batch).consumeInTransaction((m, tx) -> {
+      UUID id = m.id();
+      long tryId = tried(book.get(), m, pid);
+      boolean fail = m.payload().path("fail").asBoolean(false) && firstTime(book.get(), "fail", id);
+      boolean slow = m.payload().path("slow").asBoolean(false) && firstTime(book.get(), "slow", id);
+      tx.once(namespace, "msg:" + id, marker)
+          .push(target, m.partition(), Map.of("messageId", id.toString(), "n", m.payload().path("n").asInt(-1),
+              "pid", pid, "tryId", tryId));
+      Thread.sleep(sleepMillis + (slow ? slowMillis : 0)); // "the work": a kill here leaves nothing
+      if (fail) {
+        outcome(book.get(), tryId, "FAILED");
+        System.out.println("FAILED " + id);
+        throw new HandlerFailure("the handler failed before the loop's commit; nothing was sent");
+      }
+    });
+    System.out.println("READY " + pid);
+    long last = -1;
+    while (true) { // until killed
+      long now = s.acked() + s.alreadyDone();
+      if (now != last) {
+        System.out.println("DONE " + now + " acked=" + s.acked() + " alreadyDone=" + s.alreadyDone() + " failed="
+            + s.failed() + " leaseLost=" + s.leaseLost());
+        last = now;
+      }
+      Thread.sleep(20);
+    }
   }
 
   /** What a failing handler throws. */
@@ -223,34 +274,46 @@ public final class OnceConsumerChild {
     }
 
     private long tried(Message m) throws SQLException {
-      try (PreparedStatement st = book.prepareStatement(
-          "insert into tried(message_id, pid, attempt) values (?, ?, ?) returning id")) {
-        st.setObject(1, m.id());
-        st.setInt(2, pid);
-        st.setInt(3, m.attempt());
-        try (ResultSet rs = st.executeQuery()) {
-          rs.next();
-          return rs.getLong(1);
-        }
-      }
+      return OnceConsumerChild.tried(book, m, pid);
     }
 
     private void outcome(long tryId, String outcome) throws SQLException {
-      try (PreparedStatement st = book.prepareStatement("update tried set outcome = ? where id = ?")) {
-        st.setString(1, outcome);
-        st.setLong(2, tryId);
-        st.executeUpdate();
-      }
+      OnceConsumerChild.outcome(book, tryId, outcome);
     }
 
-    /** True the first time any child asks about (kind, id). */
     private boolean firstTime(String kind, UUID id) throws SQLException {
-      try (PreparedStatement st = book.prepareStatement(
-          "insert into first_time(kind, message_id) values (?, ?) on conflict do nothing")) {
-        st.setString(1, kind);
-        st.setObject(2, id);
-        return st.executeUpdate() == 1;
+      return OnceConsumerChild.firstTime(book, kind, id);
+    }
+  }
+
+  private static long tried(Connection book, Message m, int pid) throws SQLException {
+    try (PreparedStatement st = book.prepareStatement(
+        "insert into tried(message_id, pid, attempt) values (?, ?, ?) returning id")) {
+      st.setObject(1, m.id());
+      st.setInt(2, pid);
+      st.setInt(3, m.attempt());
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return rs.getLong(1);
       }
+    }
+  }
+
+  private static void outcome(Connection book, long tryId, String outcome) throws SQLException {
+    try (PreparedStatement st = book.prepareStatement("update tried set outcome = ? where id = ?")) {
+      st.setString(1, outcome);
+      st.setLong(2, tryId);
+      st.executeUpdate();
+    }
+  }
+
+  /** True the first time any child asks about (kind, id). */
+  private static boolean firstTime(Connection book, String kind, UUID id) throws SQLException {
+    try (PreparedStatement st = book.prepareStatement(
+        "insert into first_time(kind, message_id) values (?, ?) on conflict do nothing")) {
+      st.setString(1, kind);
+      st.setObject(2, id);
+      return st.executeUpdate() == 1;
     }
   }
 }
