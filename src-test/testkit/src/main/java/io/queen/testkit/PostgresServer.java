@@ -276,7 +276,11 @@ public final class PostgresServer {
         return connection;
     }
 
-    private Connection adminConnection() throws SQLException {
+    /**
+     * A new connection to the server's maintenance database, which the caller closes: for tests that act on
+     * their own database as a whole (refusing its connections to simulate an outage, say).
+     */
+    public Connection adminConnection() throws SQLException {
         return connect(backend.adminDatabase());
     }
 
