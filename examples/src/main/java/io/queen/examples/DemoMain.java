@@ -74,8 +74,8 @@ public final class DemoMain {
       seen.keySet().stream().sorted().forEach(p -> say("billing handled " + p + " in order: " + seen.get(p)));
       say("order 7 failed " + failures.get() + " times (1 try + retryLimit 2 retries)");
       for (DeadLetter d : queen.deadLetters("orders").group("billing").list(10, null)) {
-        say("dead letter: " + d.partition() + "@" + d.offset() + " order " + d.payload().get("order") + " after "
-            + d.attempts() + " attempts: \"" + d.error() + "\"");
+        say("dead letter: partition " + d.partition() + ", offset " + d.offset() + ": order " + d.payload().get("order")
+            + " after " + d.attempts() + " attempts: \"" + d.error() + "\"");
       }
 
       // 4. another group reads the same log independently, with manual pop and ack
@@ -87,8 +87,9 @@ public final class DemoMain {
       // 5. one transaction: a marker, a push and an ack commit together or not at all
       OnceDemo.run(queen, DemoMain::say);
 
-      queen.status().queues().forEach(qs -> qs.groups().forEach(g -> say("status: queue " + qs.name() + " group "
-          + g.name() + " lag " + g.lag() + ", dead letters " + g.deadLetters())));
+      queen.status().queues().forEach(qs -> qs.groups().forEach(g -> say("status: queue " + qs.name() + ", "
+          + (g.name().equals(Queen.DEFAULT_GROUP) ? "the queue's default group" : "group " + g.name()) + ": lag "
+          + g.lag() + ", dead letters " + g.deadLetters())));
       say("done");
     }
   }
