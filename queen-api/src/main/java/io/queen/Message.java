@@ -133,7 +133,7 @@ public final class Message {
 
   @Override
   public String toString() {
-    return "Message[" + queue + "/" + partition + "@" + offset + " id=" + id + " group=" + consumerGroup
-        + " attempt=" + attempt + "]";
+    return "Message[queue=" + queue + " partition=" + partition + " offset=" + offset + " id=" + id + " group="
+        + (Queen.DEFAULT_GROUP.equals(consumerGroup) ? "(default)" : consumerGroup) + " attempt=" + attempt + "]";
   }
 }
