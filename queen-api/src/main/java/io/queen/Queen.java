@@ -20,6 +20,15 @@ public interface Queen extends AutoCloseable {
   /** The consumer group of a pop or consume that names none: the queue's competing-consumers group. */
   String DEFAULT_GROUP = "__QUEUE_MODE__";
 
+  /**
+   * The version of Queen on the classpath, e.g. {@code 0.1.0}: from the jar's manifest
+   * ({@code Implementation-Version}), else from the build's {@code io/queen/version.properties}, else
+   * {@code "unknown"}.
+   */
+  static String version() {
+    return Versions.VERSION;
+  }
+
   /** A handle on a queue (created on first push or {@link QueueClient#configure}). Cheap; not cached. */
   QueueClient queue(String name);
 

@@ -40,6 +40,7 @@ public final class EmbeddedQueen {
   /** Default bound on how long Queen waits for a database connection: 5 s. */
   public static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(5);
 
+  private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
   private static final Pattern SCHEMA = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
   private static final Pattern NODE = Pattern.compile("[A-Za-z0-9._-]{1,64}");
 
@@ -97,7 +98,10 @@ public final class EmbeddedQueen {
       return this;
     }
 
-    /** This node's id ({@code [A-Za-z0-9._-]{1,64}}); default: a random one. */
+    /**
+     * This node's id ({@code [A-Za-z0-9._-]{1,64}}); default: a random one ({@code n} + 16 hex digits, 64
+     * random bits).
+     */
     public Builder nodeId(String nodeId) {
       this.nodeId = Objects.requireNonNull(nodeId, "nodeId");
       return this;
@@ -193,7 +197,7 @@ public final class EmbeddedQueen {
       if (!SCHEMA.matcher(schema).matches()) {
         throw new IllegalArgumentException("schema '" + schema + "' is invalid: allowed is " + SCHEMA.pattern());
       }
-      String node = nodeId != null ? nodeId : "n" + Long.toHexString(Double.doubleToLongBits(Math.random())).substring(0, 6);
+      String node = nodeId != null ? nodeId : randomNodeId();
       if (!NODE.matcher(node).matches()) {
         throw new IllegalArgumentException("nodeId '" + node + "' is invalid: allowed is " + NODE.pattern());
       }
@@ -210,6 +214,15 @@ public final class EmbeddedQueen {
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout);
+    }
+
+    /**
+     * A fresh node id: {@code n} and 16 hex digits from a {@link java.security.SecureRandom} (64 random
+     * bits), so that nodes never share an id by chance: leases, status and the connectors' ownership name the
+     * node.
+     */
+    static String randomNodeId() {
+      return "n" + String.format("%016x", RANDOM.nextLong());
     }
 
     private static void between(String field, Duration d, Duration min, Duration max) {

@@ -85,7 +85,7 @@ public final class QueenImpl implements Queen {
       q.wakeups.startNotifier();
       Extensions.startJanitor(q);
       q.metrics.bindStatus(q);
-      LOG.info("{} - Queen started: {}", config.nodeId(), config.describe());
+      LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
       return q;
     } catch (RuntimeException e) {
       if (own != null) {

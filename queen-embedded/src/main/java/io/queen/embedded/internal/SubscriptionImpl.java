@@ -5,6 +5,7 @@ import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.BatchHandler;
 import io.queen.CommitResult;
+import io.queen.DeadLetterException;
 import io.queen.KvReason;
 import io.queen.KvWriteResult;
 import io.queen.Message;
@@ -258,6 +259,9 @@ final class SubscriptionImpl implements Subscription {
           queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
           acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
           handled.incrementAndGet();
+        } catch (DeadLetterException d) {
+          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+          acks.add(new Broker.AckRequest(m, AckStatus.DEAD_LETTER, describe(d))); // at once; the partition goes on
         } catch (Throwable t) {
           queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
           if (!running.get()) {
@@ -317,6 +321,12 @@ final class SubscriptionImpl implements Subscription {
         handler.handle(m, tx);
         queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
         handled.incrementAndGet();
+      } catch (DeadLetterException d) {
+        queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+        if (!settle(List.of(new Broker.AckRequest(m, AckStatus.DEAD_LETTER, describe(d))))) {
+          return;
+        }
+        continue; // nothing of its bundle applies; the partition goes on
       } catch (Throwable t) {
         queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
         if (!running.get()) {
