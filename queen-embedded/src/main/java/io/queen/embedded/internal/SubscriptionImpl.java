@@ -118,7 +118,7 @@ final class SubscriptionImpl implements Subscription {
         }
         backoff = Math.min(queen.config().pollInterval().toMillis() * 4, Math.max(50, backoff * 2));
         LOG.warn("{} - consumer of '{}'/'{}' failed a round, retrying in {} ms: {}", queen.nodeId(), request.queue(),
-            request.group(), backoff, e.toString());
+            request.group(), backoff, Sql.describe(e));
         try {
           Thread.sleep(backoff);
         } catch (InterruptedException ie) {
@@ -207,10 +207,12 @@ final class SubscriptionImpl implements Subscription {
 
   private void logFailure(Message m, Throwable t) {
     if (t instanceof Error) {
-      LOG.error("{} - handler of '{}'/'{}' threw an Error on {}", queen.nodeId(), request.queue(), request.group(), m, t);
+      // the stack without the messages: a message Queen did not write may hold anything, a payload included
+      LOG.error("{} - handler of '{}'/'{}' threw an Error on {}", queen.nodeId(), request.queue(), request.group(), m,
+          Sql.stackOnly(t));
     } else {
       LOG.debug("{} - handler of '{}'/'{}' failed on {}: {}", queen.nodeId(), request.queue(), request.group(), m,
-          t.toString());
+          t.getClass().getName());
     }
   }
 
@@ -227,7 +229,7 @@ final class SubscriptionImpl implements Subscription {
       queen.broker().renew(new ArrayList<>(inFlight));
     } catch (RuntimeException e) {
       LOG.warn("{} - lease renewal for '{}'/'{}' failed: {}", queen.nodeId(), request.queue(), request.group(),
-          e.toString());
+          Sql.describe(e));
     }
   }
 
@@ -276,7 +278,7 @@ final class SubscriptionImpl implements Subscription {
       try {
         queen.broker().release(new ArrayList<>(inFlight));
       } catch (RuntimeException e) {
-        LOG.warn("{} - could not release leases on close: {}", queen.nodeId(), e.toString());
+        LOG.warn("{} - could not release leases on close: {}", queen.nodeId(), Sql.describe(e));
       }
     }
     queen.unregister(this);

@@ -121,7 +121,7 @@ public final class Wakeups implements AutoCloseable {
         notifications++;
       } catch (SQLException | RuntimeException e) {
         // a hint only: waiters on other nodes poll; do not spin on a broken database
-        LOG.debug("{} - could not notify other nodes about {}: {}", node, batch, e.toString());
+        LOG.debug("{} - could not notify other nodes about {}: {}", node, batch, Sql.describe(e));
         try {
           TimeUnit.MILLISECONDS.sleep(100);
         } catch (InterruptedException ie) {
@@ -215,7 +215,7 @@ public final class Wakeups implements AutoCloseable {
         }
         reconnects++;
         LOG.warn("{} - wake-up listener lost its connection ({}); waiters poll until it reconnects in {} ms",
-            node, e.getMessage(), backoff);
+            node, Sql.describe(e), backoff);
         try {
           TimeUnit.MILLISECONDS.sleep(backoff);
         } catch (InterruptedException ie) {

@@ -125,7 +125,9 @@ public final class KvSweeper implements Runnable {
         LOG.debug("{} - kv sweeper removed {} expired rows", schemaName, n);
       }
     } catch (RuntimeException e) {
-      LOG.warn("{} - kv sweeper round failed; the next round retries", schemaName, e);
+      LOG.warn("{} - kv sweeper round failed; the next round retries", schemaName,
+          e instanceof io.queen.QueenException ? e : Sql.stackOnly(e)); // Queen's exceptions are sanitised
+
     }
   }
 }
