@@ -3,8 +3,11 @@ package io.queen;
 /**
  * PostgreSQL failed underneath an operation: the connection was lost, a statement was cancelled, a
  * serialization failure persisted after Queen's bounded retries. Carries the SQLState and the name of
- * the operation (never the statement text or payloads); the {@link java.sql.SQLException} is the
- * cause.
+ * the operation, and the server's primary message only: never the statement text, payloads or the
+ * server's Detail, Hint and Where lines (which can quote row values), and quoted literals of data
+ * errors (SQLState classes 22 and 23) are redacted. The cause is a sanitised copy of the driver's
+ * {@link java.sql.SQLException}: the same SQLState, error code and stack trace, the same sanitised
+ * message, so a logged stack trace prints nothing more.
  */
 public final class QueenDatabaseException extends QueenException {
   private static final long serialVersionUID = 1L;

@@ -107,7 +107,13 @@ public final class EmbeddedQueen {
       return this;
     }
 
-    /** The ObjectMapper for payloads and KV values; default: a plain {@code new ObjectMapper()} with modules found. */
+    /**
+     * The ObjectMapper for payloads and KV values; default: a plain {@code new ObjectMapper()} with modules found.
+     * Queen works on a {@link ObjectMapper#copy() copy} (the mapper must support it) whose reader accepts strings up
+     * to 64 MiB, so every node reads what any node may write; the application's mapper is not changed. Its other
+     * read limits (nesting depth, number and name length) are kept, and a push is refused when its text is beyond
+     * them, so what is written can be read back.
+     */
     public Builder objectMapper(ObjectMapper mapper) {
       this.objectMapper = Objects.requireNonNull(mapper, "objectMapper");
       return this;
@@ -161,8 +167,10 @@ public final class EmbeddedQueen {
 
     /**
      * The largest payload a push accepts, in bytes of its JSON text as UTF-8 (1 KiB .. 64 MiB; default
-     * 8 MiB). A bigger item is refused before anything is sent, naming its index; the reader accepts
-     * whatever this limit lets through.
+     * 8 MiB). A bigger item is refused with a {@link io.queen.PayloadSerializationException} before
+     * anything is sent, naming its index ({@code items[3].payload is 52428800 bytes of JSON; the limit is
+     * 8388608 (maxPayloadBytes)}); nothing of the batch is stored. Every node's reader accepts 64 MiB,
+     * whatever this node's limit, so nodes with different limits read each other's messages.
      */
     public Builder maxPayloadBytes(int bytes) {
       this.maxPayloadBytes = bytes;

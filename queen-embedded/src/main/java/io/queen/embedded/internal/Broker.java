@@ -1,11 +1,13 @@
 package io.queen.embedded.internal;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.NullNode;
 import io.queen.AckOutcome;
 import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.Message;
 import io.queen.Names;
+import io.queen.PayloadSerializationException;
 import io.queen.PushItem;
 import io.queen.PushResult;
 import io.queen.PushStatus;
@@ -28,6 +30,8 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
 import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.postgresql.util.PSQLException;
 import org.postgresql.util.ServerErrorMessage;
 
@@ -37,9 +41,9 @@ import org.postgresql.util.ServerErrorMessage;
  * transaction bundle uses them); the others own their transaction.
  */
 public final class Broker {
-  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Broker.class);
   /** SQLState raised by {@code push} when a queue's maxSize would be exceeded. */
   static final String QUEUE_FULL = "QU001";
+  private static final Logger LOG = LoggerFactory.getLogger(Broker.class);
 
   private final DataSource ds;
   private final String schema;
@@ -53,9 +57,14 @@ public final class Broker {
   private final String ackSql;
   private final String renewSql;
   private final String releaseSql;
+  private final String shrinkSql;
+  private final String deadLetterAutoAckedSql;
+  private final int maxPayloadBytes;
 
-  public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics) {
+  public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics,
+      int maxPayloadBytes) {
     this.ds = ds;
+    this.maxPayloadBytes = maxPayloadBytes;
     this.metrics = metrics;
     this.schema = Sql.quoteIdent(schema);
     this.codec = codec;
@@ -71,6 +80,11 @@ public final class Broker {
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
     this.releaseSql = "select " + this.schema + ".release(?::bigint[], ?::text[], ?::text[]::uuid[])";
+    this.shrinkSql = "select " + this.schema + ".shrink_lease(?, ?, ?, ?)";
+    this.deadLetterAutoAckedSql = "insert into " + this.schema + ".dead_letters(queue_id, partition_id, \"offset\","
+        + " group_name, message_id, error, attempts) select q.id, m.partition_id, m.\"offset\", ?, m.id, ?, 1 from "
+        + this.schema + ".messages m join " + this.schema + ".partitions p on p.id = m.partition_id join " + this.schema
+        + ".queues q on q.id = p.queue_id where m.partition_id = ? and m.\"offset\" = ? and q.dead_letter";
   }
 
   public String schema() {
@@ -93,7 +107,7 @@ public final class Broker {
 
   /** Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes. */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
-    Prepared p = prepare(items, defaultQueue);
+    Prepared p = prepare(items, defaultQueue, null);
     // one statement: auto-commit saves the BEGIN/COMMIT round trips
     List<PushResult> res = Sql.autoCommit(ds, "push", c -> {
       List<PushResult> fast = p.hasTransactionIds() ? null : pushFast(c, p);
@@ -112,7 +126,36 @@ public final class Broker {
    */
   public List<PushResult> push(Connection c, List<PushItem> items, String defaultQueue, boolean notifyInTransaction)
       throws SQLException {
-    return push(c, prepare(items, defaultQueue), notifyInTransaction);
+    return push(c, prepare(items, defaultQueue, null), notifyInTransaction);
+  }
+
+  /**
+   * Like {@link #push(Connection, List, String, boolean)} with payloads already encoded by
+   * {@link #payloadJson} (a transaction checks them when an operation is added).
+   */
+  public List<PushResult> push(Connection c, List<PushItem> items, List<String> payloadJson, boolean notifyInTransaction)
+      throws SQLException {
+    return push(c, prepare(items, null, payloadJson), notifyInTransaction);
+  }
+
+  /**
+   * The JSON text of a payload, checked against {@code maxPayloadBytes} and the rules of
+   * {@link JsonCodec#check}, before any SQL.
+   *
+   * @param field names the payload in the error, e.g. {@code items[3].payload}
+   * @throws PayloadSerializationException naming the field and what is wrong (never the payload)
+   */
+  public String payloadJson(Object payload, String field) {
+    JsonCodec.Encoded e = codec.encode(payload, field, maxPayloadBytes);
+    if (e.tooLarge()) {
+      throw new PayloadSerializationException(field + " is " + e.bytes() + " bytes of JSON; the limit is "
+          + maxPayloadBytes + " (maxPayloadBytes)", null);
+    }
+    return e.text();
+  }
+
+  public int maxPayloadBytes() {
+    return maxPayloadBytes;
   }
 
   /**
@@ -221,7 +264,7 @@ public final class Broker {
     return new UUID(msb, lsb);
   }
 
-  private Prepared prepare(List<PushItem> items, String defaultQueue) {
+  private Prepared prepare(List<PushItem> items, String defaultQueue, List<String> payloadJson) {
     Objects.requireNonNull(items, "items");
     if (items.isEmpty()) {
       throw new IllegalArgumentException("push: items must not be empty");
@@ -243,10 +286,7 @@ public final class Broker {
       }
       qs[i] = Names.queue(q);
       ps[i] = it.partition();
-      pl[i] = codec.toJson(it.payload(), "items[" + i + "].payload");
-      if (pl[i].indexOf('\u0000') >= 0) {
-        throw new IllegalArgumentException("items[" + i + "].payload contains a NUL character, which PostgreSQL cannot store");
-      }
+      pl[i] = payloadJson != null ? payloadJson.get(i) : payloadJson(it.payload(), "items[" + i + "].payload");
       tx[i] = it.transactionId();
       tr[i] = it.traceId();
     }
@@ -275,7 +315,7 @@ public final class Broker {
         ServerErrorMessage m = e.getServerErrorMessage();
         String queue = m != null && m.getDetail() != null ? m.getDetail() : "?";
         long max = m != null && m.getHint() != null ? Long.parseLong(m.getHint()) : -1;
-        throw new QueueFullException(queue, max, m != null ? m.getMessage() : e.getMessage());
+        throw new QueueFullException(queue, max, m != null ? m.getMessage() : Sql.sanitize(e).getMessage());
       }
       throw e;
     }
@@ -290,7 +330,19 @@ public final class Broker {
 
   /** Pops once, without waiting (one statement, its own transaction). */
   public List<Message> pop(PopRequest r) {
-    List<Message> got = Sql.autoCommit(ds, "pop", c -> {
+    // a pop whose every message was undecodable (and dealt with) pops again, a bounded number of times
+    for (int round = 0; ; round++) {
+      List<Popped> popped = popOnce(r);
+      List<Message> got = deliverable(popped);
+      metrics.delivered(r.queue(), r.group(), got);
+      if (!got.isEmpty() || popped.isEmpty() || round == 4) {
+        return got;
+      }
+    }
+  }
+
+  private List<Popped> popOnce(PopRequest r) {
+    List<Popped> popped = Sql.autoCommit(ds, "pop", c -> {
       try (PreparedStatement st = c.prepareStatement(popSql)) {
         st.setString(1, r.queue());
         st.setString(2, r.group());
@@ -306,21 +358,115 @@ public final class Broker {
         st.setString(8, r.mode());
         st.setTimestamp(9, r.from() == null ? null : Timestamp.from(r.from()));
         st.setBoolean(10, r.autoAck());
-        List<Message> out = new ArrayList<>();
+        List<Popped> out = new ArrayList<>();
         try (ResultSet rs = st.executeQuery()) {
           reportDeadLetters(st);
           while (rs.next()) {
-            JsonNode payload = codec.parse(rs.getString(7));
-            out.add(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3), rs.getObject(4, UUID.class),
-                rs.getString(5), rs.getString(6), payload, rs.getTimestamp(8).toInstant(), r.group(),
-                rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper()));
+            String text = rs.getString(7);
+            JsonNode payload = null;
+            String error = null;
+            try {
+              payload = codec.parse(text);
+            } catch (PayloadSerializationException e) {
+              error = e.getMessage();
+            }
+            out.add(new Popped(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3),
+                rs.getObject(4, UUID.class), rs.getString(5), rs.getString(6),
+                payload != null ? payload : NullNode.getInstance(), rs.getTimestamp(8).toInstant(), r.group(),
+                rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper()), error));
           }
         }
         return out;
       }
     });
-    metrics.delivered(r.queue(), r.group(), got);
-    return got;
+    return popped;
+  }
+
+  /** A popped row: the message, or why its payload could not be decoded. */
+  private record Popped(Message message, String error) {}
+
+  /**
+   * The messages of a pop that can be delivered, after dealing with those whose payload cannot be
+   * decoded (a text beyond the reader's limits, stored by hand or under another mapper). Such a message
+   * never holds its partition: at the head of its partition's batch it is dead-lettered at once under
+   * the lease just taken (and the rest of the batch delivered); behind delivered messages it cuts the
+   * lease short just before it, so acking what was delivered releases the partition and the next pop
+   * has it at its head. Auto-acked (the cursor has passed it) it gets a dead-letter row and is skipped.
+   */
+  private List<Message> deliverable(List<Popped> popped) {
+    List<Message> out = new ArrayList<>(popped.size());
+    boolean allGood = true;
+    for (Popped p : popped) {
+      if (p.error() != null) {
+        allGood = false;
+        break;
+      }
+      out.add(p.message());
+    }
+    if (allGood) {
+      return out;
+    }
+    out.clear();
+    java.util.Map<Long, List<Popped>> byPartition = new java.util.LinkedHashMap<>();
+    for (Popped p : popped) {
+      byPartition.computeIfAbsent(p.message().partitionId(), k -> new ArrayList<>()).add(p);
+    }
+    List<AckRequest> deadLetters = new ArrayList<>();
+    List<Message> cuts = new ArrayList<>();
+    List<Popped> autoAcked = new ArrayList<>();
+    for (List<Popped> rows : byPartition.values()) {
+      rows.sort(java.util.Comparator.comparingLong(p -> p.message().offset()));
+      boolean delivered = false;
+      for (Popped p : rows) {
+        Message m = p.message();
+        if (p.error() == null) {
+          out.add(m);
+          delivered = true;
+        } else if (m.leaseId() == null) {
+          autoAcked.add(p);
+        } else if (!delivered) {
+          deadLetters.add(new AckRequest(m, AckStatus.DEAD_LETTER, "payload cannot be decoded: " + p.error()));
+        } else {
+          cuts.add(m);
+          break; // nothing after it is delivered before it is dealt with
+        }
+      }
+    }
+    for (AckRequest a : deadLetters) {
+      Message m = a.message();
+      LOG.warn("{} - message {} ({}/{} offset {}, group '{}') cannot be decoded and goes to the dead-letter queue: {}",
+          node, m.id(), m.queue(), m.partition(), m.offset(), m.consumerGroup(), a.error());
+    }
+    if (!deadLetters.isEmpty()) {
+      ack(deadLetters);
+    }
+    if (!cuts.isEmpty() || !autoAcked.isEmpty()) {
+      Sql.autoCommit(ds, "pop", c -> {
+        for (Message m : cuts) {
+          try (PreparedStatement st = c.prepareStatement(shrinkSql)) {
+            st.setLong(1, m.partitionId());
+            st.setString(2, m.consumerGroup());
+            st.setObject(3, m.leaseId());
+            st.setLong(4, m.offset() - 1);
+            st.executeQuery().close();
+          }
+        }
+        for (Popped p : autoAcked) {
+          Message m = p.message();
+          LOG.warn("{} - message {} ({}/{} offset {}, group '{}', auto-ack) cannot be decoded and is not delivered: {}",
+              node, m.id(), m.queue(), m.partition(), m.offset(), m.consumerGroup(), p.error());
+          try (PreparedStatement st = c.prepareStatement(deadLetterAutoAckedSql)) {
+            st.setString(1, m.consumerGroup());
+            st.setString(2, "payload cannot be decoded: " + p.error());
+            st.setLong(3, m.partitionId());
+            st.setLong(4, m.offset());
+            st.executeUpdate();
+          }
+        }
+        return null;
+      });
+    }
+    return out;
   }
 
   /**

@@ -1,8 +1,10 @@
 package io.queen.embedded.internal;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.queen.DeadLetter;
 import io.queen.DeadLetters;
 import io.queen.Names;
+import io.queen.PayloadSerializationException;
 import io.queen.Queen;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -60,9 +62,18 @@ final class DeadLettersImpl implements DeadLetters {
           List<DeadLetter> out = new ArrayList<>();
           try (ResultSet rs = st.executeQuery()) {
             while (rs.next()) {
+              // one entry whose payload cannot be decoded reports why; the rest of the page lists
+              String text = rs.getString(6);
+              JsonNode payload = null;
+              String payloadError = null;
+              try {
+                payload = queen.broker().codec().parse(text);
+              } catch (PayloadSerializationException e) {
+                payloadError = e.getMessage();
+              }
               out.add(new DeadLetter(rs.getLong(1), queue, rs.getString(2), rs.getLong(3), rs.getLong(4), group,
-                  rs.getObject(5, UUID.class), queen.broker().codec().parse(rs.getString(6)), rs.getString(7),
-                  rs.getInt(8), rs.getTimestamp(9).toInstant()));
+                  rs.getObject(5, UUID.class), payload, payloadError, text == null ? 0 : JsonCodec.utf8Length(text),
+                  rs.getString(7), rs.getInt(8), rs.getTimestamp(9).toInstant()));
             }
           }
           return out;

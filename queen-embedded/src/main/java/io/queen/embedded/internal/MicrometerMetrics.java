@@ -109,7 +109,7 @@ final class MicrometerMetrics implements Metrics {
         }
       }
     } catch (RuntimeException e) {
-      LOG.debug("{} - metrics refresh failed: {}", queen.nodeId(), e.toString());
+      LOG.debug("{} - metrics refresh failed: {}", queen.nodeId(), Sql.describe(e));
     }
   }
 

@@ -55,7 +55,7 @@ public final class QueenImpl implements Queen {
     this.codec = new JsonCodec(config.mapper());
     this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
     this.metrics = config.meterRegistry() == null ? Metrics.NOOP : new MicrometerMetrics(config.meterRegistry());
-    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics);
+    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes());
     this.status = new StatusReader(ds, broker.schema());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
     this.kvStore = Extensions.kvStore(this);
@@ -73,6 +73,8 @@ public final class QueenImpl implements Queen {
       hc.setPassword(config.password());
       hc.setMaximumPoolSize(config.poolSize());
       hc.setPoolName("queen-" + config.nodeId());
+      // pgjdbc's exception messages then leave out the server's Detail line (which can quote row values)
+      hc.addDataSourceProperty("logServerErrorDetail", "false");
       own = new HikariDataSource(hc);
       ds = own;
     }

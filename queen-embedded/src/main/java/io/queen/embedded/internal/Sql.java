@@ -4,11 +4,13 @@ import io.queen.QueenDatabaseException;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.regex.Pattern;
 import javax.sql.DataSource;
+import org.postgresql.util.PSQLException;
 
 /**
- * The one boundary where {@link SQLException} becomes a {@link QueenDatabaseException}, and the bounded
- * retry of transactions Queen owns.
+ * The one boundary where {@link SQLException} becomes a {@link QueenDatabaseException} (sanitised: no
+ * payloads, statement text or server detail lines), and the bounded retry of transactions Queen owns.
  */
 public final class Sql {
   /** How many times a transaction Queen owns is retried after a serialization failure or deadlock. */
@@ -76,8 +78,175 @@ public final class Sql {
         || State.LOCK_NOT_AVAILABLE.code.equals(s);
   }
 
+  /**
+   * The exception Queen throws for a failed statement: the operation's name, the SQLState and the
+   * server's primary message, sanitised; the cause is {@link #sanitize sanitised} too.
+   */
   public static QueenDatabaseException translate(String operation, SQLException e) {
-    return new QueenDatabaseException(operation, e.getSQLState(), isTransient(e), e);
+    return new QueenDatabaseException(operation, e.getSQLState(), isTransient(e), sanitize(e));
+  }
+
+  /**
+   * A copy of a JDBC exception that holds no data: the message is the server's primary message only
+   * (pgjdbc's message adds the Detail, Hint and Where lines, which can quote the values of a row, the
+   * text of a payload or of the statement), with quoted literals redacted for data errors (SQLState
+   * classes 22 and 23, e.g. {@code invalid input syntax for type integer: "…"}). SQLState, error code
+   * and stack trace are kept; chained and suppressed exceptions are sanitised the same way, so a logged
+   * stack trace prints nothing more than the message.
+   */
+  public static SQLException sanitize(SQLException e) {
+    if (e instanceof Sanitized s) {
+      return s;
+    }
+    SQLException out = new Sanitized(safeMessage(e), e.getSQLState(), e.getErrorCode(), e.getClass().getName());
+    out.setStackTrace(e.getStackTrace());
+    Throwable cause = e.getCause();
+    if (cause instanceof SQLException sc) {
+      out.initCause(sanitize(sc));
+    } else if (cause != null) {
+      out.initCause(safeCopy(cause));
+    }
+    for (Throwable sup : e.getSuppressed()) {
+      out.addSuppressed(sup instanceof SQLException ss ? sanitize(ss) : safeCopy(sup));
+    }
+    SQLException next = e.getNextException();
+    if (next != null && next != e) {
+      out.setNextException(sanitize(next));
+    }
+    return out;
+  }
+
+  /** A one-line description of a failure for a log line: no payloads, no statement text, no detail lines. */
+  public static String describe(Throwable t) {
+    if (t instanceof SQLException se) {
+      return sanitize(se).toString();
+    }
+    if (t instanceof io.queen.QueenException) {
+      return t.toString(); // Queen's own messages hold no payloads, and their causes are sanitised
+    }
+    return t.getClass().getName(); // a message Queen did not write may hold anything
+  }
+
+  private static String safeMessage(SQLException e) {
+    String msg = null;
+    if (e instanceof PSQLException pe && pe.getServerErrorMessage() != null) {
+      msg = pe.getServerErrorMessage().getMessage();
+    }
+    if (msg == null) {
+      msg = e.getMessage();
+    }
+    if (msg == null) {
+      return null;
+    }
+    int nl = msg.indexOf('\n');
+    if (nl >= 0) {
+      msg = msg.substring(0, nl); // pgjdbc's "Detail:", "Hint:", "Where:" lines
+    }
+    String state = e.getSQLState();
+    if (state != null && (state.startsWith("22") || state.startsWith("23"))) {
+      msg = QUOTED.matcher(msg).replaceAll("\"…\"");
+    }
+    return msg;
+  }
+
+  private static final Pattern QUOTED = Pattern.compile("\"[^\"]*\"|'[^']*'");
+
+  /**
+   * A non-JDBC cause: an I/O error under a lost connection keeps its message (a transport failure holds
+   * no data); anything else keeps its class and stack, not its message.
+   */
+  private static Throwable safeCopy(Throwable t) {
+    String m = t instanceof java.io.IOException && t.getMessage() != null && t.getMessage().indexOf('\n') < 0
+        ? t.getMessage() : "(message not shown)";
+    Sanitized copy = new Sanitized(t.getClass().getName() + ": " + m, null, 0, t.getClass().getName());
+    copy.setStackTrace(t.getStackTrace());
+    if (t.getCause() != null && t.getCause() != t) {
+      copy.initCause(t.getCause() instanceof SQLException sc ? sanitize(sc) : safeCopy(t.getCause()));
+    }
+    return copy;
+  }
+
+  /**
+   * For logging a failure Queen did not raise (an {@link Error} in a handler): the same class names and
+   * stack traces, without the messages, which may hold anything.
+   */
+  public static Throwable stackOnly(Throwable t) {
+    return t instanceof SQLException se ? sanitize(se) : safeCopy(t);
+  }
+
+  /**
+   * For logging a handler's failure: the application's own exceptions as they are (their messages are the
+   * application's text, and an operator needs them), but any JDBC exception in the chain reduced to its
+   * primary message, since PostgreSQL's detail lines can quote the data.
+   */
+  public static Throwable forLog(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      if (c instanceof SQLException) {
+        return keepMessages(t);
+      }
+    }
+    return t;
+  }
+
+  private static Throwable keepMessages(Throwable t) {
+    if (t instanceof SQLException se) {
+      return sanitize(se);
+    }
+    Relabelled copy = new Relabelled(t.toString());
+    copy.setStackTrace(t.getStackTrace());
+    if (t.getCause() != null && t.getCause() != t) {
+      copy.initCause(keepMessages(t.getCause()));
+    }
+    return copy;
+  }
+
+  /** The message of a failure that is kept (as a dead letter's error): JDBC exceptions reduced to their primary message. */
+  public static String errorText(Throwable t) {
+    if (t instanceof SQLException se) {
+      String m = sanitize(se).getMessage();
+      return m != null ? m : se.getClass().getName();
+    }
+    String m = t.getMessage();
+    return m != null ? m : t.getClass().getName();
+  }
+
+  /** A copy of a non-JDBC exception whose chain held a JDBC exception; prints as the original did. */
+  static final class Relabelled extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final String text;
+
+    Relabelled(String text) {
+      super(text);
+      this.text = text;
+    }
+
+    @Override
+    public String toString() {
+      return text;
+    }
+  }
+
+  /** A sanitised JDBC exception; {@code originalClass} names what it replaces. */
+  static final class Sanitized extends SQLException {
+    private static final long serialVersionUID = 1L;
+    private final String originalClass;
+
+    Sanitized(String message, String sqlState, int errorCode, String originalClass) {
+      super(message, sqlState, errorCode);
+      this.originalClass = originalClass;
+    }
+
+    /** The class of the exception this one replaces, e.g. {@code org.postgresql.util.PSQLException}. */
+    String originalClass() {
+      return originalClass;
+    }
+
+    @Override
+    public String toString() {
+      String m = getLocalizedMessage();
+      return "SQLException (sanitised " + originalClass + (getSQLState() != null ? ", SQLState " + getSQLState() : "")
+          + ")" + (m != null ? ": " + m : "");
+    }
   }
 
   /** Double-quotes an identifier that was validated against an allow-list. */

@@ -203,9 +203,9 @@ final class SubscriptionImpl implements Subscription {
     failedRounds.incrementAndGet();
     if (failingSince.compareAndSet(0, System.nanoTime())) {
       LOG.warn("{} - consumer of {} cannot pop: {}; retrying with back-off (up to {} ms) until it works", queen.nodeId(),
-          where, e.toString(), capMillis);
+          where, Sql.describe(e), capMillis);
     } else {
-      LOG.debug("{} - consumer of {} still cannot pop: {}", queen.nodeId(), where, e.toString());
+      LOG.debug("{} - consumer of {} still cannot pop: {}", queen.nodeId(), where, Sql.describe(e));
     }
   }
 
@@ -453,7 +453,7 @@ final class SubscriptionImpl implements Subscription {
       LogThrottle.Decision d = throttle.admit(LogThrottle.kind("commit", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {
         LOG.warn("{} - commit of a bundle of {} failed ({}); its outcome is unknown, so the lease is given back and the"
-            + " message redelivered", queen.nodeId(), where, e.toString());
+            + " message redelivered", queen.nodeId(), where, Sql.describe(e));
       }
       giveBack(heads);
       return null;
@@ -537,7 +537,7 @@ final class SubscriptionImpl implements Subscription {
       LogThrottle.Decision d = throttle.admit(LogThrottle.kind("ack", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {
         LOG.warn("{} - could not acknowledge {} message(s) of {}: {}; their leases expire and they are redelivered",
-            queen.nodeId(), acks.size(), where, e.toString());
+            queen.nodeId(), acks.size(), where, Sql.describe(e));
       }
       return false;
     }
@@ -573,7 +573,7 @@ final class SubscriptionImpl implements Subscription {
       queen.broker().release(heads);
     } catch (RuntimeException e) {
       LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
-          heads.size(), where, e.toString());
+          heads.size(), where, Sql.describe(e));
     }
   }
 
@@ -593,16 +593,16 @@ final class SubscriptionImpl implements Subscription {
           where, d.suppressedBefore());
     }
     switch (d.level()) {
-      case FULL -> LOG.warn("{} - handler of {} failed on {}", queen.nodeId(), where, at, t);
+      case FULL -> LOG.warn("{} - handler of {} failed on {}", queen.nodeId(), where, at, Sql.forLog(t));
       case SHORT -> LOG.warn("{} - handler of {} failed on {}: {} (repeated failure, stack trace above)", queen.nodeId(),
-          where, at, t.toString());
-      case SUPPRESS -> LOG.debug("{} - handler of {} failed on {}: {}", queen.nodeId(), where, at, t.toString());
+          where, at, Sql.forLog(t).toString());
+      case SUPPRESS -> LOG.debug("{} - handler of {} failed on {}: {}", queen.nodeId(), where, at, Sql.forLog(t).toString());
     }
   }
 
+  /** The error kept with a failed or dead-lettered message: the handler's message, JDBC detail lines removed. */
   private static String describe(Throwable t) {
-    String msg = t.getMessage();
-    return msg != null ? msg : t.getClass().getName();
+    return Sql.errorText(t);
   }
 
   private void renewLeases() {
@@ -614,7 +614,7 @@ final class SubscriptionImpl implements Subscription {
     } catch (RuntimeException e) {
       LogThrottle.Decision d = throttle.admit(LogThrottle.kind("renew", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {
-        LOG.warn("{} - lease renewal for {} failed: {}", queen.nodeId(), where, e.toString());
+        LOG.warn("{} - lease renewal for {} failed: {}", queen.nodeId(), where, Sql.describe(e));
       }
     }
   }
@@ -666,7 +666,7 @@ final class SubscriptionImpl implements Subscription {
       try {
         queen.broker().release(new ArrayList<>(inFlight));
       } catch (RuntimeException e) {
-        LOG.warn("{} - could not release leases on close: {}", queen.nodeId(), e.toString());
+        LOG.warn("{} - could not release leases on close: {}", queen.nodeId(), Sql.describe(e));
       }
     }
     queen.unregister(this);

@@ -121,7 +121,7 @@ public final class Wakeups implements AutoCloseable {
         notifications++;
       } catch (SQLException | RuntimeException e) {
         // a hint only: waiters on other nodes poll; do not spin on a broken database
-        LOG.debug("{} - could not notify other nodes about {}: {}", node, batch, e.toString());
+        LOG.debug("{} - could not notify other nodes about {}: {}", node, batch, Sql.describe(e));
         try {
           TimeUnit.MILLISECONDS.sleep(100);
         } catch (InterruptedException ie) {
@@ -223,9 +223,9 @@ public final class Wakeups implements AutoCloseable {
         if (lostSince == 0) {
           lostSince = System.nanoTime();
           LOG.warn("{} - wake-up listener lost its connection ({}); waiters poll every pollInterval until it is back",
-              node, e.toString());
+              node, Sql.describe(e));
         } else {
-          LOG.debug("{} - wake-up listener still cannot connect ({}); next try in {} ms", node, e.toString(), backoff);
+          LOG.debug("{} - wake-up listener still cannot connect ({}); next try in {} ms", node, Sql.describe(e), backoff);
         }
         try {
           TimeUnit.MILLISECONDS.sleep(backoff);

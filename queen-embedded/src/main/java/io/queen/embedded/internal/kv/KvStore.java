@@ -172,16 +172,13 @@ public final class KvStore {
     if (value == Boolean.TRUE) {
       return TRUE_JSON; // once(): the idempotency marker, on every message of a batch
     }
-    String json = codec.toJson(value, "value"); // null is stored as a JSON null
-    // a char is at most 3 bytes of UTF-8, so short text needs no counting
-    if (json.length() > MAX_VALUE_BYTES / 3) {
-      int bytes = json.getBytes(StandardCharsets.UTF_8).length;
-      if (bytes > MAX_VALUE_BYTES) {
-        throw new IllegalArgumentException("value is " + bytes + " bytes of JSON; the limit is " + MAX_VALUE_BYTES
-            + " (64 KiB)");
-      }
+    // null is stored as a JSON null; text that jsonb or the reader would refuse is a PayloadSerializationException
+    JsonCodec.Encoded json = codec.encode(value, "value", MAX_VALUE_BYTES);
+    if (json.tooLarge()) {
+      throw new IllegalArgumentException("value is " + json.bytes() + " bytes of JSON; the limit is " + MAX_VALUE_BYTES
+          + " (64 KiB)");
     }
-    return json;
+    return json.text();
   }
 
   private static Long ttlMillis(KvOptions o) {
@@ -470,7 +467,8 @@ public final class KvStore {
     String state = e.getSQLState();
     // 22023: a check of V2__kv.sql; 22P02/22P05: JSON that jsonb refuses (e.g. the escape backslash-u0000)
     if (INVALID_ARGUMENT.equals(state) || "22P02".equals(state) || "22P05".equals(state)) {
-      throw new IllegalArgumentException(e.getMessage(), e);
+      SQLException safe = Sql.sanitize(e); // PostgreSQL's Where line would quote the value
+      throw new IllegalArgumentException(safe.getMessage(), safe);
     }
     return e;
   }

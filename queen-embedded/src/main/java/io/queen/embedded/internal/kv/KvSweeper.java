@@ -132,9 +132,9 @@ public final class KvSweeper implements Runnable {
       if (failingSince == 0) {
         failingSince = System.nanoTime();
         LOG.warn("{} - kv sweeper round failed ({}); the next rounds retry every 5 s, quietly until one works",
-            schemaName, e.toString());
+            schemaName, Sql.describe(e));
       } else {
-        LOG.debug("{} - kv sweeper round failed again: {}", schemaName, e.toString());
+        LOG.debug("{} - kv sweeper round failed again: {}", schemaName, Sql.describe(e));
       }
     }
   }

@@ -66,7 +66,8 @@ public final class TransactionImpl implements Transaction {
 
   private sealed interface Op permits PushOp, AckOp, WriteOp, GetOp, GetManyOp {}
 
-  private record PushOp(PushItem item) implements Op {}
+  /** A push, its payload already checked and encoded when it was added. */
+  private record PushOp(PushItem item, String payloadJson) implements Op {}
 
   private record AckOp(List<Broker.AckRequest> acks) implements Op {}
 
@@ -99,7 +100,8 @@ public final class TransactionImpl implements Transaction {
   public Transaction push(String queue, String partition, Object payload) {
     open();
     Objects.requireNonNull(queue, "queue");
-    return add(new PushOp(PushItem.to(queue, partition, payload)));
+    PushItem item = PushItem.to(queue, partition, payload);
+    return add(new PushOp(item, broker.payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
   }
 
   @Override
@@ -109,7 +111,7 @@ public final class TransactionImpl implements Transaction {
     if (item.queue() == null) {
       throw new IllegalArgumentException("a pushed item in a transaction must name its queue: use PushItem.to(queue, partition, payload)");
     }
-    return add(new PushOp(item));
+    return add(new PushOp(item, broker.payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
   }
 
   @Override
@@ -395,11 +397,13 @@ public final class TransactionImpl implements Transaction {
       if (op instanceof PushOp) {
         int end = i;
         List<PushItem> items = new ArrayList<>();
+        List<String> payloads = new ArrayList<>();
         while (end < ops.size() && ops.get(end) instanceof PushOp p) {
           items.add(p.item());
+          payloads.add(p.payloadJson());
           end++;
         }
-        for (PushResult r : broker.push(c, items, null, notifyInTransaction)) {
+        for (PushResult r : broker.push(c, items, payloads, notifyInTransaction)) {
           run.pushes.add(new PushResult(run.pushes.size(), r.queue(), r.partition(), r.status(), r.messageId(), r.offset(),
               r.transactionId()));
           if (r.status() == PushStatus.QUEUED) {
