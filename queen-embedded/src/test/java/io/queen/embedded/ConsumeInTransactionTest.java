@@ -11,7 +11,6 @@ import io.queen.SubscriptionMode;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -153,11 +152,7 @@ class ConsumeInTransactionTest {
     assertThat(handled).containsExactly("0:0", "0:1", "0:1", "0:2");
     assertThat(effects(q + "-effects")).containsOnlyKeys("0:0", "0:1", "0:2").allSatisfy((k, n) -> assertThat(n).isOne());
     // no failure was counted against the message for the lost bundle
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("select count(*) from queen.dead_letters")) {
-      rs.next();
-      assertThat(rs.getLong(1)).isZero();
-    }
+    assertThat(queen.deadLetters(q).group("g").count()).isZero();
   }
 
   @Test
@@ -215,6 +210,44 @@ class ConsumeInTransactionTest {
     // the first call had the whole batch; after the marker was found, one message per call
     assertThat(batchSizes.get(0)).isEqualTo(20);
     assertThat(batchSizes.subList(1, batchSizes.size())).allMatch(n -> n == 1);
+  }
+
+  @Test
+  void aHandlerCanDeadLetterAMessageAtOnce() {
+    pushN(1, 3);
+    List<String> plain = new ArrayList<>();
+    try (Subscription s = queen.queue(q).group("plain").subscription(SubscriptionMode.ALL).batch(3).consume(m -> {
+      if (m.offset() == 1) {
+        throw new io.queen.DeadLetterException("amount is negative");
+      }
+      synchronized (plain) {
+        plain.add(id(m));
+      }
+    })) {
+      await().atMost(Duration.ofSeconds(20)).until(() -> s.acked() == 2 && s.deadLettered() == 1);
+      assertThat(s.failed()).isZero();
+    }
+    assertThat(plain).containsExactly("0:0", "0:2");
+    try (Subscription s = queen.queue(q).group("g").subscription(SubscriptionMode.ALL).batch(3)
+        .consumeInTransaction((m, tx) -> {
+          tx.push(q + "-effects", "x", Map.of("id", id(m)));
+          if (m.offset() == 1) {
+            throw new io.queen.DeadLetterException("amount is negative");
+          }
+        })) {
+      await().atMost(Duration.ofSeconds(20)).until(() -> s.acked() == 2 && s.deadLettered() == 1);
+      assertThat(s.failed()).isZero();
+      assertThat(lag()).isZero();
+    }
+    assertThat(effects(q + "-effects")).containsOnlyKeys("0:0", "0:2");
+    for (String group : List.of("plain", "g")) {
+      List<io.queen.DeadLetter> dl = queen.deadLetters(q).group(group).list(10, null);
+      assertThat(dl).singleElement().satisfies(d -> {
+        assertThat(d.offset()).isEqualTo(1);
+        assertThat(d.attempts()).isEqualTo(1); // at once: no retries spent
+        assertThat(d.error()).isEqualTo("amount is negative");
+      });
+    }
   }
 
   @Test
