@@ -336,8 +336,8 @@ public final class Broker {
 
   /**
    * Acknowledges in a transaction Queen owns. Retried on a fresh connection when the connection is lost:
-   * an ack is idempotent under its lease (offsets at or below the cursor report ACKED, a lease the first
-   * try released reports LEASE_LOST and changes nothing).
+   * an ack is idempotent (a message the first try already acknowledged reports ALREADY_ACKED and changes
+   * nothing, whatever became of its lease).
    */
   public List<AckResult> ack(List<AckRequest> acks) {
     List<AckResult> res = Sql.idempotent(ds, "ack", true, c -> ack(c, acks));
