@@ -462,6 +462,18 @@ public final class Broker {
     }
   }
 
+  /** Whether the queue exists (created by a push or by configure). */
+  public boolean queueExists(String queue) {
+    return Sql.autoCommit(ds, "queue exists", c -> {
+      try (PreparedStatement st = c.prepareStatement("select 1 from " + schema + ".queues where name = ?")) {
+        st.setString(1, queue);
+        try (ResultSet rs = st.executeQuery()) {
+          return rs.next();
+        }
+      }
+    });
+  }
+
   // ------------------------------------------------------------------------------------ queue admin
 
   /** The queue's configuration, or the defaults when it does not exist. */

@@ -43,6 +43,7 @@ public final class QueenImpl implements Queen {
   private final StatusReader status;
   private final ScheduledExecutorService scheduler;
   private final Set<SubscriptionImpl> subscriptions = ConcurrentHashMap.newKeySet();
+  private final java.util.Map<SubscriptionImpl, MissingQueueWatch> missingQueues = new ConcurrentHashMap<>();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicInteger threadCount = new AtomicInteger();
   private final io.queen.embedded.internal.kv.KvStore kvStore;
@@ -140,6 +141,20 @@ public final class QueenImpl implements Queen {
 
   void unregister(SubscriptionImpl s) {
     subscriptions.remove(s);
+    missingQueues.remove(s);
+  }
+
+  /** Watches a subscription whose queue did not exist when it started (see {@link MissingQueueWatch}). */
+  void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w) {
+    missingQueues.put(s, w);
+  }
+
+  /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
+  void afterEmptyPop(SubscriptionImpl s) {
+    MissingQueueWatch w = missingQueues.get(s);
+    if (w != null && w.afterEmptyPop()) {
+      missingQueues.remove(s);
+    }
   }
 
   /** A consumer worker thread, from the application's factory when it gave one. */

@@ -103,6 +103,7 @@ final class SubscriptionImpl implements Subscription {
         List<Message> batch = queen.broker().pop(request);
         backoff = 0;
         if (batch.isEmpty()) {
+          queen.afterEmptyPop(this);
           queen.wakeups().await(request.queue(), seen, queen.config().pollInterval());
           continue;
         }
