@@ -10,6 +10,7 @@ import io.queen.Kv;
 import io.queen.Message;
 import io.queen.PushItem;
 import io.queen.PushResult;
+import io.queen.QueenDatabaseException;
 import io.queen.Queen;
 import io.queen.QueueClient;
 import io.queen.Status;
@@ -62,6 +63,9 @@ public final class QueenImpl implements Queen {
     this.kvStore = Extensions.kvStore(this);
     this.kv = Extensions.kv(this, kvStore);
   }
+
+  /** How long {@link #close()} lets the statement that gives back this node's leases run. */
+  static final long RELEASE_ON_CLOSE_TIMEOUT_MS = 2_000;
 
   /** Validated config in; a started node out. */
   public static Queen start(QueenConfig config) {
@@ -249,6 +253,7 @@ public final class QueenImpl implements Queen {
 
   @Override
   public Status status() {
+    checkOpen();
     return status.read();
   }
 
@@ -266,6 +271,7 @@ public final class QueenImpl implements Queen {
     for (SubscriptionImpl s : List.copyOf(subscriptions)) {
       s.close(config.closeGrace());
     }
+    releaseOwnedLeases();
     scheduler.shutdown();
     wakeups.close();
     boolean interrupted = false;
@@ -286,6 +292,23 @@ public final class QueenImpl implements Queen {
     LOG.info("{} - closed", config.nodeId());
     if (interrupted) {
       Thread.currentThread().interrupt();
+    }
+  }
+
+  /**
+   * Gives back every lease this node still holds (manual pops; the subscriptions gave theirs back already)
+   * without counting an attempt, before the own pool closes. Bounded; a failure is logged and close goes on
+   * (the leases then expire by themselves, which counts one attempt).
+   */
+  private void releaseOwnedLeases() {
+    try {
+      int n = broker.releaseOwned(RELEASE_ON_CLOSE_TIMEOUT_MS);
+      if (n > 0) {
+        LOG.info("{} - gave back {} lease(s) on close", config.nodeId(), n);
+      }
+    } catch (RuntimeException e) {
+      LOG.warn("{} - could not give back this node's leases on close ({}); they expire by themselves", config.nodeId(),
+          e instanceof QueenDatabaseException qe ? "SQLState " + qe.sqlState() : e.getClass().getName());
     }
   }
 
