@@ -17,7 +17,9 @@ import java.util.List;
  * that does work — on this object or on the queue, consumer, KV, transaction and dead-letter objects
  * obtained from it, before or after the close — throws {@link BrokerClosedException}; only getters and
  * builder setters (and {@link #close()} itself) still answer.
-
+ *
+ * <p>A refused login (wrong password, unknown role) is a {@link DatabaseLoginException}; any other
+ * database failure a {@link QueenDatabaseException}.
  */
 public interface Queen extends AutoCloseable {
   /** The partition a push uses when it names none. */

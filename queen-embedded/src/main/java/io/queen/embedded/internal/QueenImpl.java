@@ -5,6 +5,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.BrokerClosedException;
+import io.queen.DatabaseLoginException;
 import io.queen.DeadLetters;
 import io.queen.Kv;
 import io.queen.Message;
@@ -72,13 +73,7 @@ public final class QueenImpl implements Queen {
     HikariDataSource own = null;
     DataSource ds = config.dataSource();
     if (ds == null) {
-      HikariConfig hc = new HikariConfig();
-      hc.setJdbcUrl(config.jdbcUrl());
-      hc.setUsername(config.user());
-      hc.setPassword(config.password());
-      hc.setMaximumPoolSize(config.poolSize());
-      hc.setPoolName("queen-" + config.nodeId());
-      own = new HikariDataSource(hc);
+      own = openPool(config);
       ds = own;
     }
     try {
@@ -98,6 +93,59 @@ public final class QueenImpl implements Queen {
       }
       throw e;
     }
+  }
+
+  /**
+   * Queen's own pool: every wait for a connection is bounded by {@code connectTimeout} (HikariCP's
+   * connection timeout, pgjdbc's connect and login timeouts), and the pool fails at once, within that
+   * bound, when the first connection cannot be made: a refused login is a {@link DatabaseLoginException},
+   * an unreachable server a transient {@link QueenDatabaseException} naming host and port. Neither
+   * carries the password or the URL's parameters.
+   */
+  private static HikariDataSource openPool(QueenConfig config) {
+    long ms = config.connectTimeout().toMillis();
+    int seconds = (int) Math.max(1, (ms + 999) / 1000); // pgjdbc takes whole seconds
+    HikariConfig hc = new HikariConfig();
+    hc.setJdbcUrl(config.jdbcUrl());
+    hc.setUsername(config.user());
+    hc.setPassword(config.password());
+    hc.setMaximumPoolSize(config.poolSize());
+    hc.setPoolName("queen-" + config.nodeId());
+    hc.setConnectionTimeout(ms);
+    hc.setValidationTimeout(Math.min(ms, 5_000));
+    hc.setInitializationFailTimeout(ms);
+    hc.addDataSourceProperty("connectTimeout", seconds);
+    hc.addDataSourceProperty("loginTimeout", seconds);
+    try {
+      return new HikariDataSource(hc);
+    } catch (RuntimeException e) { // HikariPool.PoolInitializationException
+      java.sql.SQLException login = Sql.loginFailure(e);
+      if (login != null) {
+        throw new DatabaseLoginException(config.user(), login.getSQLState(), login);
+      }
+      java.sql.SQLException cause = e.getCause() instanceof java.sql.SQLException se ? se : null;
+      throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " within connectTimeout "
+          + config.connectTimeout(), cause != null ? cause.getSQLState() : null, true, cause != null ? cause : e);
+    }
+  }
+
+  /** The host:port part of a JDBC URL (no database, no parameters), for messages. */
+  static String hostPort(String url) {
+    String rest = url.substring("jdbc:postgresql:".length());
+    if (!rest.startsWith("//")) {
+      return "localhost:5432";
+    }
+    rest = rest.substring(2);
+    int end = rest.length();
+    for (char ch : new char[] {'/', '?'}) {
+      int i = rest.indexOf(ch);
+      if (i >= 0 && i < end) {
+        end = i;
+      }
+    }
+    String hp = rest.substring(0, end);
+    int at = hp.lastIndexOf('@'); // never echo credentials written into the authority
+    return at >= 0 ? hp.substring(at + 1) : hp;
   }
 
   // ------------------------------------------------------------------------------ internal access
