@@ -52,13 +52,24 @@ public interface ConsumerBuilder {
   /** How long {@link Subscription#close()} waits for running handlers (default 10 s). */
   ConsumerBuilder gracePeriod(Duration grace);
 
-  /** Pops once. Empty when nothing is available (after waiting up to {@link #waitFor}). */
+  /**
+   * Pops once. Empty when nothing is available (after waiting up to {@link #waitFor}). A pop of a queue that
+   * does not exist returns nothing and creates nothing — no queue, no group — so a misspelt name cannot mint a
+   * queue; a named group is then subscribed by its first pop after the queue exists (create the queue first
+   * with {@link QueueClient#configure} when a {@code NEW} group must see its first messages).
+   */
   List<Message> pop();
 
-  /** Starts workers that call {@code handler} once per message, in offset order per partition. */
+  /**
+   * Starts workers that call {@code handler} once per message, in offset order per partition. When the
+   * queue does not exist yet, nothing is created: the workers wait for it (saying so once at WARN), and a
+   * named group then reads the queue from its first message, since all of it was pushed after this call.
+   * A round that fails (the database unreachable, say) is retried after a backoff that doubles from 50 ms
+   * up to four poll intervals, and resets after a round that works.
+   */
   Subscription consume(MessageHandler handler);
 
-  /** Starts workers that call {@code handler} once per popped batch. */
+  /** Starts workers that call {@code handler} once per popped batch; otherwise as {@link #consume}. */
   Subscription consumeBatch(BatchHandler handler);
 
   /**

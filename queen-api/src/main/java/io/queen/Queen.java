@@ -11,8 +11,15 @@ import java.util.List;
  * state.
  *
  * <p>{@link #close()} is idempotent and bounded: it stops taking work, lets running handlers finish
- * up to the grace period, releases the leases this node holds and closes the connections Queen
- * opened. It never closes the application's {@code DataSource}.
+ * up to the grace period, releases every lease this node holds (those of its subscriptions and those
+ * taken by a manual {@link ConsumerBuilder#pop()}, without counting an attempt) and closes the
+ * connections Queen opened. It never closes the application's {@code DataSource}. After it, every call
+ * that does work — on this object or on the queue, consumer, KV, transaction and dead-letter objects
+ * obtained from it, before or after the close — throws {@link BrokerClosedException}; only getters and
+ * builder setters (and {@link #close()} itself) still answer.
+ *
+ * <p>A refused login (wrong password, unknown role) is a {@link DatabaseLoginException}; any other
+ * database failure a {@link QueenDatabaseException}.
  */
 public interface Queen extends AutoCloseable {
   /** The partition a push uses when it names none. */
@@ -69,7 +76,11 @@ public interface Queen extends AutoCloseable {
   /** This node's id (given to the builder or generated), used as lease owner and in thread names. */
   String nodeId();
 
-  /** Stops this node; see the class description. Idempotent. */
+  /**
+   * Stops this node; see the class description. Idempotent. The leases this node still holds are given back
+   * in one statement bounded by 2 s; when that fails (the database is unreachable) the failure is logged at
+   * WARN and the close goes on: the leases then expire by themselves, which counts one attempt.
+   */
   @Override
   void close();
 }

@@ -179,15 +179,26 @@ public final class EmbeddedQueen {
 
     /**
      * How long Queen waits for a database connection before a call fails (250 ms .. 5 min; default 5 s).
-     * Applies to the pool Queen opens with {@link #jdbcUrl}; with {@link #dataSource} the application's
-     * pool decides (set its connection timeout).
+     * Applies to the pool Queen opens with {@link #jdbcUrl}: HikariCP's connection timeout, pgjdbc's
+     * {@code connectTimeout} and {@code loginTimeout} (whole seconds, rounded up), and the start itself,
+     * which fails within about this long when the server cannot be reached (a transient
+     * {@link io.queen.QueenDatabaseException} naming host and port) or refuses the login
+     * ({@link io.queen.DatabaseLoginException}). A call that gets no connection in time fails with a
+     * transient {@code QueenDatabaseException}. With {@link #dataSource} the application's pool decides
+     * (set its connection timeout).
      */
     public Builder connectTimeout(Duration timeout) {
       this.connectTimeout = Objects.requireNonNull(timeout, "connectTimeout");
       return this;
     }
 
-    /** Validates every option, migrates the schema and starts the node. */
+    /**
+     * Validates every option, migrates the schema and starts the node.
+     *
+     * @throws IllegalArgumentException an option is invalid (nothing was started)
+     * @throws io.queen.DatabaseLoginException PostgreSQL refused the login (either form)
+     * @throws io.queen.QueenDatabaseException the database could not be reached or failed
+     */
     public Queen start() {
       return QueenImpl.start(build());
     }

@@ -510,8 +510,8 @@ public final class Broker {
 
   /**
    * Acknowledges in a transaction Queen owns. Retried on a fresh connection when the connection is lost:
-   * an ack is idempotent under its lease (offsets at or below the cursor report ACKED, a lease the first
-   * try released reports LEASE_LOST and changes nothing).
+   * an ack is idempotent (a message the first try already acknowledged reports ALREADY_ACKED and changes
+   * nothing, whatever became of its lease).
    */
   public List<AckResult> ack(List<AckRequest> acks) {
     List<AckResult> res = Sql.idempotent(ds, "ack", true, c -> ack(c, acks));
@@ -635,6 +635,35 @@ public final class Broker {
         return count;
       }
     }
+  }
+
+  /**
+   * Gives back every lease this node holds (any queue, any group) without counting an attempt, in one
+   * statement bounded by {@code timeoutMillis}; returns how many. For {@code Queen.close()}: leases taken
+   * by a manual {@code pop()} are released too, so other nodes need not wait for them to expire.
+   */
+  public int releaseOwned(long timeoutMillis) {
+    return Sql.autoCommit(ds, "release on close", c -> {
+      try (PreparedStatement st = c.prepareStatement("update " + schema + ".cursors set lease_id = null,"
+          + " lease_owner = null, lease_expires_at = null, lease_from = null, lease_to = null, lease_redrive = null,"
+          + " acked_ahead = null where lease_owner = ? and lease_id is not null")) {
+        st.setQueryTimeout((int) Math.max(1, (timeoutMillis + 999) / 1000));
+        st.setString(1, node);
+        return st.executeUpdate();
+      }
+    });
+  }
+
+  /** Whether the queue exists (created by a push or by configure). */
+  public boolean queueExists(String queue) {
+    return Sql.autoCommit(ds, "queue exists", c -> {
+      try (PreparedStatement st = c.prepareStatement("select 1 from " + schema + ".queues where name = ?")) {
+        st.setString(1, queue);
+        try (ResultSet rs = st.executeQuery()) {
+          return rs.next();
+        }
+      }
+    });
   }
 
   // ------------------------------------------------------------------------------------ queue admin

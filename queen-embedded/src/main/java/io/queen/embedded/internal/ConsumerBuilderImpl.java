@@ -196,8 +196,18 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
     if (autoAck) {
       throw new IllegalArgumentException("autoAck is for pop(); consume acknowledges after the handler returns");
     }
-    SubscriptionImpl s = new SubscriptionImpl(queen, request(), concurrency, grace != null ? grace
+    Broker.PopRequest r = request();
+    boolean exists = queen.broker().queueExists(queue);
+    if (!exists && "NEW".equals(r.mode())) {
+      // everything a queue created later holds was pushed after this subscription began: read it all
+      r = new Broker.PopRequest(r.queue(), r.group(), r.batch(), r.partitions(), r.partition(), r.leaseTime(), "ALL",
+          r.from(), r.autoAck());
+    }
+    SubscriptionImpl s = new SubscriptionImpl(queen, r, concurrency, grace != null ? grace
         : queen.config().closeGrace(), one, many, txOne, txMany);
+    if (!exists) {
+      queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));
+    }
     queen.register(s);
     s.start();
     return s;

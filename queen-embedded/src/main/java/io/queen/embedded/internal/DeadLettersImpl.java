@@ -45,6 +45,7 @@ final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public List<DeadLetter> list(int limit, Long afterId) {
+      queen.checkOpen();
       if (limit < 1 || limit > 1000) {
         throw new IllegalArgumentException("limit must be 1..1000, was " + limit);
       }
@@ -83,6 +84,7 @@ final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public long count() {
+      queen.checkOpen();
       return Sql.autoCommit(queen.broker().dataSource(), "dead letters count", c -> {
         try (PreparedStatement st = c.prepareStatement("select count(*) from " + s + ".dead_letters d join " + s
             + ".queues q on q.id = d.queue_id where q.name = ? and d.group_name = ?")) {
@@ -98,6 +100,7 @@ final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public boolean redrive(DeadLetter d) {
+      queen.checkOpen();
       Objects.requireNonNull(d, "deadLetter");
       if (!d.queue().equals(queue) || !d.group().equals(group)) {
         throw new IllegalArgumentException("dead letter " + d.id() + " belongs to queue '" + d.queue() + "' group '"
@@ -110,6 +113,7 @@ final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public int redriveAll() {
+      queen.checkOpen();
       int n = Sql.inTransaction(queen.broker().dataSource(), "dead letters redrive", c -> redrive(c, "true", null));
       queen.wakeups().wake(queue);
       return n;
@@ -155,6 +159,7 @@ final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public int purge() {
+      queen.checkOpen();
       return Sql.autoCommit(queen.broker().dataSource(), "dead letters purge", c -> {
         try (PreparedStatement st = c.prepareStatement("delete from " + s + ".dead_letters d using " + s + ".queues q"
             + " where q.id = d.queue_id and q.name = ? and d.group_name = ?")) {

@@ -20,11 +20,11 @@ final class Extensions {
   }
 
   static Kv kv(QueenImpl q, KvStore store) {
-    return new KvImpl(q.dataSource(), store);
+    return new KvImpl(q.dataSource(), store, q::checkOpen);
   }
 
   static Transaction transaction(QueenImpl q, KvStore store) {
-    return new TransactionImpl(q.broker(), store, q.broker()::afterCommit);
+    return new TransactionImpl(q.broker(), store, q.broker()::afterCommit, q::checkOpen);
   }
 
   /** The janitor: expired KV rows, one node at a time (the sweeper takes an advisory lock per batch). */

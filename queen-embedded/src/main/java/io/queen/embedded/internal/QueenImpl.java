@@ -5,11 +5,13 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.BrokerClosedException;
+import io.queen.DatabaseLoginException;
 import io.queen.DeadLetters;
 import io.queen.Kv;
 import io.queen.Message;
 import io.queen.PushItem;
 import io.queen.PushResult;
+import io.queen.QueenDatabaseException;
 import io.queen.Queen;
 import io.queen.QueueClient;
 import io.queen.Status;
@@ -43,6 +45,7 @@ public final class QueenImpl implements Queen {
   private final StatusReader status;
   private final ScheduledExecutorService scheduler;
   private final Set<SubscriptionImpl> subscriptions = ConcurrentHashMap.newKeySet();
+  private final java.util.Map<SubscriptionImpl, MissingQueueWatch> missingQueues = new ConcurrentHashMap<>();
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicInteger threadCount = new AtomicInteger();
   private final io.queen.embedded.internal.kv.KvStore kvStore;
@@ -62,20 +65,15 @@ public final class QueenImpl implements Queen {
     this.kv = Extensions.kv(this, kvStore);
   }
 
+  /** How long {@link #close()} lets the statement that gives back this node's leases run. */
+  static final long RELEASE_ON_CLOSE_TIMEOUT_MS = 2_000;
+
   /** Validated config in; a started node out. */
   public static Queen start(QueenConfig config) {
     HikariDataSource own = null;
     DataSource ds = config.dataSource();
     if (ds == null) {
-      HikariConfig hc = new HikariConfig();
-      hc.setJdbcUrl(config.jdbcUrl());
-      hc.setUsername(config.user());
-      hc.setPassword(config.password());
-      hc.setMaximumPoolSize(config.poolSize());
-      hc.setPoolName("queen-" + config.nodeId());
-      // pgjdbc's exception messages then leave out the server's Detail line (which can quote row values)
-      hc.addDataSourceProperty("logServerErrorDetail", "false");
-      own = new HikariDataSource(hc);
+      own = openPool(config);
       ds = own;
     }
     try {
@@ -95,6 +93,59 @@ public final class QueenImpl implements Queen {
       }
       throw e;
     }
+  }
+
+  /**
+   * Queen's own pool: every wait for a connection is bounded by {@code connectTimeout} (HikariCP's
+   * connection timeout, pgjdbc's connect and login timeouts), and the pool fails at once, within that
+   * bound, when the first connection cannot be made: a refused login is a {@link DatabaseLoginException},
+   * an unreachable server a transient {@link QueenDatabaseException} naming host and port. Neither
+   * carries the password or the URL's parameters.
+   */
+  private static HikariDataSource openPool(QueenConfig config) {
+    long ms = config.connectTimeout().toMillis();
+    int seconds = (int) Math.max(1, (ms + 999) / 1000); // pgjdbc takes whole seconds
+    HikariConfig hc = new HikariConfig();
+    hc.setJdbcUrl(config.jdbcUrl());
+    hc.setUsername(config.user());
+    hc.setPassword(config.password());
+    hc.setMaximumPoolSize(config.poolSize());
+    hc.setPoolName("queen-" + config.nodeId());
+    hc.setConnectionTimeout(ms);
+    hc.setValidationTimeout(Math.min(ms, 5_000));
+    hc.setInitializationFailTimeout(ms);
+    hc.addDataSourceProperty("connectTimeout", seconds);
+    hc.addDataSourceProperty("loginTimeout", seconds);
+    try {
+      return new HikariDataSource(hc);
+    } catch (RuntimeException e) { // HikariPool.PoolInitializationException
+      java.sql.SQLException login = Sql.loginFailure(e);
+      if (login != null) {
+        throw new DatabaseLoginException(config.user(), login.getSQLState(), login);
+      }
+      java.sql.SQLException cause = e.getCause() instanceof java.sql.SQLException se ? se : null;
+      throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " within connectTimeout "
+          + config.connectTimeout(), cause != null ? cause.getSQLState() : null, true, cause != null ? cause : e);
+    }
+  }
+
+  /** The host:port part of a JDBC URL (no database, no parameters), for messages. */
+  static String hostPort(String url) {
+    String rest = url.substring("jdbc:postgresql:".length());
+    if (!rest.startsWith("//")) {
+      return "localhost:5432";
+    }
+    rest = rest.substring(2);
+    int end = rest.length();
+    for (char ch : new char[] {'/', '?'}) {
+      int i = rest.indexOf(ch);
+      if (i >= 0 && i < end) {
+        end = i;
+      }
+    }
+    String hp = rest.substring(0, end);
+    int at = hp.lastIndexOf('@'); // never echo credentials written into the authority
+    return at >= 0 ? hp.substring(at + 1) : hp;
   }
 
   // ------------------------------------------------------------------------------ internal access
@@ -142,6 +193,20 @@ public final class QueenImpl implements Queen {
 
   void unregister(SubscriptionImpl s) {
     subscriptions.remove(s);
+    missingQueues.remove(s);
+  }
+
+  /** Watches a subscription whose queue did not exist when it started (see {@link MissingQueueWatch}). */
+  void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w) {
+    missingQueues.put(s, w);
+  }
+
+  /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
+  void afterEmptyPop(SubscriptionImpl s) {
+    MissingQueueWatch w = missingQueues.get(s);
+    if (w != null && w.afterEmptyPop()) {
+      missingQueues.remove(s);
+    }
   }
 
   /** A consumer worker thread, from the application's factory when it gave one. */
@@ -236,6 +301,7 @@ public final class QueenImpl implements Queen {
 
   @Override
   public Status status() {
+    checkOpen();
     return status.read();
   }
 
@@ -253,6 +319,7 @@ public final class QueenImpl implements Queen {
     for (SubscriptionImpl s : List.copyOf(subscriptions)) {
       s.close(config.closeGrace());
     }
+    releaseOwnedLeases();
     scheduler.shutdown();
     wakeups.close();
     boolean interrupted = false;
@@ -273,6 +340,23 @@ public final class QueenImpl implements Queen {
     LOG.info("{} - closed", config.nodeId());
     if (interrupted) {
       Thread.currentThread().interrupt();
+    }
+  }
+
+  /**
+   * Gives back every lease this node still holds (manual pops; the subscriptions gave theirs back already)
+   * without counting an attempt, before the own pool closes. Bounded; a failure is logged and close goes on
+   * (the leases then expire by themselves, which counts one attempt).
+   */
+  private void releaseOwnedLeases() {
+    try {
+      int n = broker.releaseOwned(RELEASE_ON_CLOSE_TIMEOUT_MS);
+      if (n > 0) {
+        LOG.info("{} - gave back {} lease(s) on close", config.nodeId(), n);
+      }
+    } catch (RuntimeException e) {
+      LOG.warn("{} - could not give back this node's leases on close ({}); they expire by themselves", config.nodeId(),
+          e instanceof QueenDatabaseException qe ? "SQLState " + qe.sqlState() : e.getClass().getName());
     }
   }
 

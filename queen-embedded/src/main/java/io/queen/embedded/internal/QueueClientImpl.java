@@ -40,6 +40,7 @@ final class QueueClientImpl implements QueueClient {
 
   @Override
   public QueueConfig config() {
+    queen.checkOpen();
     return queen.broker().config(name);
   }
 

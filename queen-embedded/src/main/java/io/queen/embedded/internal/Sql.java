@@ -1,6 +1,8 @@
 package io.queen.embedded.internal;
 
+import io.queen.DatabaseLoginException;
 import io.queen.QueenDatabaseException;
+import io.queen.QueenException;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.concurrent.ThreadLocalRandom;
@@ -9,8 +11,8 @@ import javax.sql.DataSource;
 import org.postgresql.util.PSQLException;
 
 /**
- * The one boundary where {@link SQLException} becomes a {@link QueenDatabaseException} (sanitised: no
- * payloads, statement text or server detail lines), and the bounded retry of transactions Queen owns.
+ * The one boundary where {@link SQLException} becomes a {@link QueenDatabaseException} (or a
+ * {@link DatabaseLoginException}), and the bounded retry of transactions Queen owns.
  */
 public final class Sql {
   /** How many times a transaction Queen owns is retried after a serialization failure or deadlock. */
@@ -79,11 +81,29 @@ public final class Sql {
   }
 
   /**
-   * The exception Queen throws for a failed statement: the operation's name, the SQLState and the
-   * server's primary message, sanitised; the cause is {@link #sanitize sanitised} too.
+   * The exception Queen throws for a failed statement: a refused login (SQLState class 28) becomes a
+   * {@link DatabaseLoginException}, anything else a {@link QueenDatabaseException} naming the operation, with
+   * the SQLState and the server's primary message, sanitised; the cause is {@link #sanitize sanitised} too. A
+   * pool that timed out waiting for a connection ({@link java.sql.SQLTransientException}, e.g. HikariCP's
+   * after {@code connectTimeout}) is transient whatever its SQLState.
    */
-  public static QueenDatabaseException translate(String operation, SQLException e) {
-    return new QueenDatabaseException(operation, e.getSQLState(), isTransient(e), sanitize(e));
+  public static QueenException translate(String operation, SQLException e) {
+    SQLException login = loginFailure(e);
+    if (login != null) {
+      return new DatabaseLoginException(null, login.getSQLState(), sanitize(login));
+    }
+    return new QueenDatabaseException(operation, e.getSQLState(),
+        isTransient(e) || e instanceof java.sql.SQLTransientException, sanitize(e));
+  }
+
+  /** The refused login (SQLState class 28) in {@code t} or its causes, or {@code null}. */
+  public static SQLException loginFailure(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      if (c instanceof SQLException se && se.getSQLState() != null && se.getSQLState().startsWith("28")) {
+        return se;
+      }
+    }
+    return null;
   }
 
   /**

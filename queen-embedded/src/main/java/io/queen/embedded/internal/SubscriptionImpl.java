@@ -170,6 +170,7 @@ final class SubscriptionImpl implements Subscription {
         backoff = 0;
         roundSucceeded();
         if (batch.isEmpty()) {
+          queen.afterEmptyPop(this);
           queen.wakeups().await(request.queue(), seen, queen.config().pollInterval());
           continue;
         }

@@ -40,7 +40,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * sleeps {@code sleepMillis} between the effect and the commit so that kills land in that window. Each
  * handling is first recorded (auto-commit) in the table {@code tried} with its outcome filled in
  * afterwards: {@code COMMITTED}, {@code PRECONDITION} (then {@code PRECONDITION_ACKED} or
- * {@code PRECONDITION_<ack outcome>} once the separate ack answered), {@code LEASE_LOST}, {@code FAILED};
+ * {@code PRECONDITION_<ack outcome>} once the separate ack answered, e.g. {@code PRECONDITION_ALREADY_ACKED}), {@code LEASE_LOST}, {@code FAILED};
  * a row left without outcome was cut by a kill. A payload with {@code "fail": true} makes the handler
  * throw before the commit the first time the message is handled anywhere (in {@code connection} mode
  * after the bundle was applied on the connection, so the caller's rollback must remove the marker); one
@@ -262,7 +262,7 @@ public final class OnceConsumerChild {
         // the marker, so the message is still on the group's cursor. Take it off separately.
         outcome(tryId, "PRECONDITION");
         AckResult ack = queen.ack(m);
-        String how = ack.success() ? "ACKED" : ack.outcome().name();
+        String how = ack.outcome().name(); // ACKED, or ALREADY_ACKED / LEASE_LOST for a zombie
         outcome(tryId, "PRECONDITION_" + how);
         System.out.println("PRECONDITION " + id + " value=" + res.value() + " version=" + res.version()
             + " failedOperation=" + res.failedOperation() + " ack=" + ack.outcome());

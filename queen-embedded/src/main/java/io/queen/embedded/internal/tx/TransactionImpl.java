@@ -46,6 +46,7 @@ public final class TransactionImpl implements Transaction {
   private final Broker broker;
   private final KvStore store;
   private final Consumer<Set<String>> afterCommit;
+  private final Runnable guard;
   private final List<Op> ops = new ArrayList<>();
   private final Set<String> touched = new HashSet<>();
   private boolean done;
@@ -57,9 +58,18 @@ public final class TransactionImpl implements Transaction {
    *     (wakes this node's waiters and notifies the other nodes)
    */
   public TransactionImpl(Broker broker, KvStore store, Consumer<Set<String>> afterCommit) {
+    this(broker, store, afterCommit, () -> { });
+  }
+
+  /**
+   * @param guard runs before a commit touches the database; throws when the node is closed
+   *     ({@link io.queen.BrokerClosedException})
+   */
+  public TransactionImpl(Broker broker, KvStore store, Consumer<Set<String>> afterCommit, Runnable guard) {
     this.broker = Objects.requireNonNull(broker, "broker");
     this.store = Objects.requireNonNull(store, "store");
     this.afterCommit = Objects.requireNonNull(afterCommit, "afterCommit");
+    this.guard = Objects.requireNonNull(guard, "guard");
   }
 
   // --------------------------------------------------------------------------------------- building
@@ -213,6 +223,7 @@ public final class TransactionImpl implements Transaction {
 
   @Override
   public CommitResult commit() {
+    guard.run();
     open();
     done = true;
     if (ops.isEmpty()) {
@@ -253,6 +264,7 @@ public final class TransactionImpl implements Transaction {
 
   @Override
   public CommitResult commit(Connection connection) {
+    guard.run();
     open();
     Objects.requireNonNull(connection, "connection");
     try {

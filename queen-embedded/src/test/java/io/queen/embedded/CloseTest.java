@@ -1,0 +1,165 @@
+package io.queen.embedded;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.queen.AckStatus;
+import io.queen.BrokerClosedException;
+import io.queen.ConsumerBuilder;
+import io.queen.DeadLetter;
+import io.queen.DeadLetters;
+import io.queen.Kv;
+import io.queen.Message;
+import io.queen.PartitionClient;
+import io.queen.PushItem;
+import io.queen.Queen;
+import io.queen.QueueClient;
+import io.queen.SubscriptionMode;
+import io.queen.Transaction;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.lang.reflect.ParameterizedType;
+import java.lang.reflect.Type;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Issue 8, point 4: close() gives back every lease of the node; every call after close is refused. */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class CloseTest {
+
+  @Test
+  void closeGivesBackTheLeasesOfManualPops(DataSource ds) {
+    Queen a = EmbeddedQueen.builder().dataSource(ds).nodeId("close-a").start();
+    try (Queen b = EmbeddedQueen.builder().dataSource(ds).nodeId("close-b").start()) {
+      a.queue("held").partition("p").pushAll(List.of(Map.of("n", 0), Map.of("n", 1)));
+      List<Message> got = a.queue("held").consumer().batch(10).leaseTime(Duration.ofMinutes(5)).pop();
+      assertThat(got).hasSize(2);
+      assertThat(b.queue("held").consumer().pop()).as("a holds the lease").isEmpty();
+      assertThat(b.status().queue("held").groups().get(0).leases()).isEqualTo(1);
+
+      a.close();
+
+      assertThat(b.status().queue("held").groups().get(0).leases()).as("a gave its lease back").isZero();
+      List<Message> again = b.queue("held").consumer().batch(10).pop();
+      assertThat(again).extracting(Message::offset).containsExactly(0L, 1L);
+      assertThat(again.get(0).attempt()).as("a close is not the message's fault: no attempt counted").isEqualTo(1);
+      b.ack(again);
+    } finally {
+      a.close();
+    }
+  }
+
+  @Test
+  void everyCallAfterCloseThrowsBrokerClosed(TestDatabase db) throws Exception {
+    Queen q = EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), db.user(), db.password()).poolSize(2).schema("closed")
+        .nodeId("closed").start();
+    q.queue("c").push(Map.of("n", 1));
+    Message m = q.queue("c").consumer().pop().get(0);
+    QueueClient queue = q.queue("c");
+    PartitionClient partition = queue.partition("p");
+    ConsumerBuilder consumer = queue.group("g");
+    Kv kv = q.kv();
+    DeadLetters.Query dead = q.deadLetters("c").defaultGroup();
+    Transaction tx = q.transaction().push("c", "p", Map.of("n", 2));
+    q.close();
+
+    // handles, getters and builder setters do no work; everything that does throws
+    Set<String> free = Set.of("nodeId", "close", "queue", "deadLetters", "kv", "name", "partition", "consumer", "group",
+        "batch", "partitions", "waitFor", "subscription", "subscriptionFrom", "autoAck", "leaseTime", "concurrency",
+        "gracePeriod");
+    DeadLetter letter = new DeadLetter(1, "c", "p", m.partitionId(), 0, Queen.DEFAULT_GROUP, m.id(), m.payload(), null, 0, "x", 1,
+        Instant.now());
+    List<String> walked = new ArrayList<>();
+    for (Object[] target : new Object[][] {{Queen.class, q}, {QueueClient.class, queue}, {PartitionClient.class, partition},
+        {ConsumerBuilder.class, consumer}, {Kv.class, kv}, {DeadLetters.Query.class, dead}}) {
+      for (Method method : ((Class<?>) target[0]).getMethods()) {
+        if (Modifier.isStatic(method.getModifiers()) || free.contains(method.getName())
+            || method.getDeclaringClass() == Object.class) {
+          continue;
+        }
+        Object[] args = new Object[method.getParameterCount()];
+        for (int i = 0; i < args.length; i++) {
+          args[i] = arg(method.getGenericParameterTypes()[i], m, letter);
+        }
+        walked.add(((Class<?>) target[0]).getSimpleName() + "." + method.getName());
+        assertThatThrownBy(() -> {
+          try {
+            method.invoke(target[1], args);
+          } catch (InvocationTargetException e) {
+            throw e.getCause();
+          }
+        }).as(method.toString()).isInstanceOf(BrokerClosedException.class).hasMessageContaining("closed");
+      }
+    }
+    assertThat(walked).contains("Queen.push", "Queen.ack", "Queen.renew", "Queen.transaction", "Queen.status",
+        "QueueClient.configure", "QueueClient.config", "QueueClient.delete", "PartitionClient.pushAll",
+        "ConsumerBuilder.pop", "ConsumerBuilder.consume", "ConsumerBuilder.seek", "ConsumerBuilder.delete", "Kv.get",
+        "Kv.once", "Kv.incr", "Query.list", "Query.redriveAll", "Query.purge");
+    assertThatThrownBy(tx::commit).isInstanceOf(BrokerClosedException.class);
+    q.close(); // still idempotent
+  }
+
+  private static Object arg(Type type, Message m, DeadLetter letter) {
+    Class<?> raw = type instanceof ParameterizedType p ? (Class<?>) p.getRawType() : (Class<?>) type;
+    if (raw == String.class) {
+      return "k";
+    } else if (raw == int.class) {
+      return 1;
+    } else if (raw == long.class) {
+      return 1L;
+    } else if (raw == boolean.class) {
+      return false;
+    } else if (raw == Long.class) {
+      return null;
+    } else if (raw == Object.class) {
+      return Map.of("v", 1);
+    } else if (raw == Message.class) {
+      return m;
+    } else if (raw == DeadLetter.class) {
+      return letter;
+    } else if (raw == AckStatus.class) {
+      return AckStatus.COMPLETED;
+    } else if (raw == SubscriptionMode.class) {
+      return SubscriptionMode.ALL;
+    } else if (raw == Duration.class) {
+      return Duration.ofSeconds(1);
+    } else if (raw == Instant.class) {
+      return Instant.now();
+    } else if (raw == io.queen.KvOptions.class) {
+      return Kv.forever();
+    } else if (raw == PushItem.class) {
+      return PushItem.of("p", Map.of("v", 1));
+    } else if (raw == UnaryOperator.class) {
+      return UnaryOperator.identity();
+    } else if (raw == io.queen.MessageHandler.class) {
+      return (io.queen.MessageHandler) x -> { };
+    } else if (raw == io.queen.BatchHandler.class) {
+      return (io.queen.BatchHandler) x -> { };
+    } else if (raw == List.class || raw == Collection.class) {
+      Type element = ((ParameterizedType) type).getActualTypeArguments()[0];
+      if (element == Message.class) {
+        return List.of(m);
+      } else if (element == PushItem.class) {
+        return List.of(PushItem.to("c", "p", Map.of("v", 1)));
+      } else if (element == String.class) {
+        return List.of("k");
+      }
+      return List.of(Map.of("v", 1));
+    }
+    throw new AssertionError("no test argument for " + type);
+  }
+}

@@ -1,0 +1,110 @@
+package io.queen.embedded;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.queen.DatabaseLoginException;
+import io.queen.Queen;
+import io.queen.QueenDatabaseException;
+import io.queen.embedded.internal.QueenImpl;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.net.ServerSocket;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.postgresql.ds.PGSimpleDataSource;
+
+/** Issue 8, point 4: a refused login is one clear exception; no wait for a connection outlasts connectTimeout. */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class ConnectTest {
+
+  @Test
+  void aRefusedLoginIsOneClearExceptionInBothForms(TestDatabase db) throws Exception {
+    // The embedded test server trusts local connections (any password is accepted), so a wrong password cannot be
+    // refused here; a role that may not log in is refused the same way (SQLState class 28: 28000 here, 28P01 for a
+    // wrong password on a server that checks passwords; both map to DatabaseLoginException).
+    String role = "queen_nologin_" + Long.toHexString(System.nanoTime());
+    String secret = "s3cret-" + Long.toHexString(System.nanoTime());
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create role " + role + " nologin password '" + secret + "'");
+    }
+    try {
+      long t0 = System.nanoTime();
+      assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl() + (db.jdbcUrl().contains("?") ? "&" : "?")
+              + "password=" + secret, role, secret).connectTimeout(Duration.ofSeconds(1)).start())
+          .isInstanceOf(DatabaseLoginException.class)
+          .hasMessageContaining("refused the login of user '" + role + "'").hasMessageContaining("SQLState 28")
+          .hasMessageNotContaining(secret)
+          .satisfies(e -> assertThat(((DatabaseLoginException) e).sqlState()).startsWith("28"));
+      assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(10));
+
+      PGSimpleDataSource app = new PGSimpleDataSource();
+      app.setUrl(db.jdbcUrl());
+      app.setUser(role);
+      app.setPassword(secret);
+      assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(app).start())
+          .isInstanceOf(DatabaseLoginException.class)
+          .hasMessageContaining("refused the login of user '" + role + "'").hasMessageNotContaining(secret);
+    } finally {
+      try (Connection c = db.connection(); Statement st = c.createStatement()) {
+        st.execute("drop role " + role);
+      }
+    }
+  }
+
+  @Test
+  void startAgainstNothingFailsWithinTheConnectTimeout() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0)) {
+      port = s.getLocalPort();
+    }
+    String url = "jdbc:postgresql://127.0.0.1:" + port + "/queen";
+    long t0 = System.nanoTime();
+    assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(url, "queen", "pw-not-shown")
+        .connectTimeout(Duration.ofSeconds(1)).start())
+        .isInstanceOf(QueenDatabaseException.class)
+        .hasMessageContaining("127.0.0.1:" + port).hasMessageContaining("connectTimeout PT1S")
+        .hasMessageNotContaining("pw-not-shown")
+        .satisfies(e -> assertThat(((QueenDatabaseException) e).isTransient()).isTrue());
+    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(5));
+  }
+
+  @Test
+  void aCallThatGetsNoConnectionFailsAfterTheConnectTimeout(TestDatabase db) throws Exception {
+    Queen q = EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), db.user(), db.password()).poolSize(2).schema("starved")
+        .nodeId("starved").listen(false).janitor(false).connectTimeout(Duration.ofSeconds(1)).start();
+    List<Connection> held = new ArrayList<>();
+    try {
+      DataSource pool = ((QueenImpl) q).dataSource();
+      while (true) { // take every connection the pool will give
+        try {
+          held.add(pool.getConnection());
+        } catch (SQLException e) {
+          break;
+        }
+      }
+      long t0 = System.nanoTime();
+      assertThatThrownBy(() -> q.queue("x").push(Map.of("n", 1)))
+          .isInstanceOf(QueenDatabaseException.class)
+          .hasMessageContaining("push failed")
+          .satisfies(e -> assertThat(((QueenDatabaseException) e).isTransient()).isTrue());
+      Duration took = Duration.ofNanos(System.nanoTime() - t0);
+      assertThat(took).isGreaterThanOrEqualTo(Duration.ofMillis(900)).isLessThan(Duration.ofSeconds(5));
+    } finally {
+      for (Connection c : held) {
+        c.close();
+      }
+      q.close();
+    }
+  }
+}
