@@ -149,6 +149,10 @@ class CloseTest {
       return (io.queen.MessageHandler) x -> { };
     } else if (raw == io.queen.BatchHandler.class) {
       return (io.queen.BatchHandler) x -> { };
+    } else if (raw == io.queen.TransactionalHandler.class) {
+      return (io.queen.TransactionalHandler) (x, tx) -> { };
+    } else if (raw == io.queen.TransactionalBatchHandler.class) {
+      return (io.queen.TransactionalBatchHandler) (x, tx) -> { };
     } else if (raw == List.class || raw == Collection.class) {
       Type element = ((ParameterizedType) type).getActualTypeArguments()[0];
       if (element == Message.class) {

@@ -299,7 +299,7 @@ class ConsumerRoundIT {
 
   /** Waits until the subscription's only worker is parked in the wake-up wait (after an empty pop). */
   private static void awaitIdle(Queen node, String q) {
-    String name = "queen-" + node.nodeId() + "-" + q + "-" + Queen.DEFAULT_GROUP + "-0";
+    String name = "queen-" + node.nodeId() + "-" + q + "-default-0"; // the default group is "default" in thread names
     within(Duration.ofSeconds(10)).until(() -> Thread.getAllStackTraces().entrySet().stream()
         .filter(e -> e.getKey().getName().equals(name))
         .anyMatch(e -> e.getKey().getState() == Thread.State.TIMED_WAITING
