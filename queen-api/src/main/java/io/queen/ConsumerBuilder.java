@@ -25,7 +25,11 @@ public interface ConsumerBuilder {
   /** Most messages one pop returns, over all its partitions (1..10,000; default 1). */
   ConsumerBuilder batch(int batch);
 
-  /** Most partitions one pop may take leases on (1..1,000; default 1). */
+  /**
+   * Most partitions one pop may take leases on (1..1,000). For {@link #pop()} the default is 1. For the
+   * consume loop the default is as many as it has idle workers for (a per-message handler) or as many as
+   * {@link #batch} (a batch handler, whose batch may then span partitions); set it to cap that.
+   */
   ConsumerBuilder partitions(int partitions);
 
   /** Pop only this partition. */

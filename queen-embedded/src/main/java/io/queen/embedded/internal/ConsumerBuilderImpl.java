@@ -25,6 +25,7 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
   private final String group;
   private int batch = DEFAULT_BATCH;
   private int partitions = 1;
+  private boolean partitionsSet;
   private String partition;
   private Duration wait = Duration.ZERO;
   private SubscriptionMode mode;
@@ -65,6 +66,7 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
       throw new IllegalArgumentException("partitions must be 1..1000, was " + n);
     }
     partitions = n;
+    partitionsSet = true;
     return this;
   }
 
@@ -203,7 +205,7 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
       r = new Broker.PopRequest(r.queue(), r.group(), r.batch(), r.partitions(), r.partition(), r.leaseTime(), "ALL",
           r.from(), r.autoAck());
     }
-    SubscriptionImpl s = new SubscriptionImpl(queen, r, concurrency, grace != null ? grace
+    SubscriptionImpl s = new SubscriptionImpl(queen, r, partitionsSet ? partitions : 0, concurrency, grace != null ? grace
         : queen.config().closeGrace(), one, many, txOne, txMany);
     if (!exists) {
       queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));

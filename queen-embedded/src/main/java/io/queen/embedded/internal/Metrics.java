@@ -21,6 +21,9 @@ public interface Metrics {
 
   default void handled(String queue, String group, long nanos, boolean ok) {}
 
+  /** The consume loop popped: {@code empty} when the pop found nothing. */
+  default void consumerPop(String queue, String group, boolean empty) {}
+
   /** A message was moved to the dead-letter queue (or dropped, with deadLetter off), by an ack or an expired lease. */
   default void deadLettered(String queue, String group) {}
 

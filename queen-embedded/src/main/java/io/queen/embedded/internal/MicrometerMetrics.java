@@ -84,6 +84,12 @@ final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void consumerPop(String queue, String group, boolean empty) {
+    Counter.builder("queen.consumer.pops").tags("queue", queue, "group", group, "outcome", empty ? "empty" : "messages")
+        .register(registry).increment();
+  }
+
+  @Override
   public void deadLettered(String queue, String group) {
     counter("queen.messages.dead_lettered", queue, group).increment();
   }

@@ -62,6 +62,32 @@ final class SubscriptionImpl implements Subscription {
   private final TransactionalBatchHandler txMany;
   private final String where;
   private final List<Thread> workers = new ArrayList<>();
+  private Thread claimer;
+  /** Units of work popped by the claimer: one partition's messages, or a batch handler's whole batch. */
+  private final java.util.concurrent.LinkedBlockingQueue<Unit> units = new java.util.concurrent.LinkedBlockingQueue<>();
+  /** Pushes to the queue noticed (local or notified), and whether the claimer last waited for a free worker. */
+  private final AtomicLong pushWakes = new AtomicLong();
+  private volatile boolean starved;
+  /** Workers waiting for a unit. */
+  private final java.util.concurrent.atomic.AtomicInteger idle = new java.util.concurrent.atomic.AtomicInteger();
+  private final Object idleSignal = new Object();
+  private long nudgeCount; // guarded by idleSignal
+  private final Runnable onWake = () -> {
+    pushWakes.incrementAndGet();
+    nudge();
+  };
+
+  /** One partition's messages (or a batch handler's batch), and the push count when it was handed out. */
+  private record Unit(List<Message> messages, long pushWakesAtDispatch, int take) {
+    /** Whether its partition may hold more ready messages than the pop took (so the claimer should look again). */
+    boolean mayBeCut() {
+      return messages.size() >= take || (!messages.isEmpty() && messages.get(0).attempt() > 1);
+    }
+  }
+  /** Most partitions one pop may take (the builder's {@code partitions}), or 0: as many as there are idle workers. */
+  private final int maxPartitions;
+  private final AtomicLong pops = new AtomicLong();
+  private final AtomicLong emptyPops = new AtomicLong();
   private final AtomicBoolean running = new AtomicBoolean(true);
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicLong handled = new AtomicLong();
@@ -81,9 +107,10 @@ final class SubscriptionImpl implements Subscription {
   private volatile ScheduledFuture<?> renewal;
 
   /** Exactly one of the four handlers is non-null. */
-  SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int concurrency, Duration grace, MessageHandler one,
-      BatchHandler many, TransactionalHandler txOne, TransactionalBatchHandler txMany) {
+  SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
+      MessageHandler one, BatchHandler many, TransactionalHandler txOne, TransactionalBatchHandler txMany) {
     this.queen = queen;
+    this.maxPartitions = maxPartitions;
     this.request = request;
     this.concurrency = concurrency;
     this.defaultGrace = grace;
@@ -109,9 +136,13 @@ final class SubscriptionImpl implements Subscription {
       Thread t = queen.newThread(request.queue() + "-" + group + "-" + i, this::work);
       workers.add(t);
     }
+    claimer = queen.newThread(request.queue() + "-" + group + "-claimer", this::claim);
+    queen.wakeups().addListener(request.queue(), onWake);
     workers.forEach(Thread::start);
+    claimer.start();
     LOG.info("{} - consuming {} with {} worker(s), batch {}, {} partition(s) per pop{}", queen.nodeId(), where,
-        concurrency, request.batch(), request.partitions(), txOne != null || txMany != null ? ", in transactions" : "");
+        concurrency, request.batch(), maxPartitions > 0 ? String.valueOf(maxPartitions) : "as many as idle workers",
+        txOne != null || txMany != null ? ", in transactions" : "");
   }
 
   @Override
@@ -159,22 +190,55 @@ final class SubscriptionImpl implements Subscription {
     return leaseLost.get();
   }
 
+  /** Pops this subscription made, and how many of them came back empty (for the benchmark and tests). */
+  long[] popCounts() {
+    return new long[] {pops.get(), emptyPops.get()};
+  }
+
   // ------------------------------------------------------------------------------------ the loop
 
-  private void work() {
+  /**
+   * The claimer: the one thread of the subscription that pops. It pops only when workers are idle, for as
+   * many partitions as there are idle workers (each partition's messages go to one worker, in offset
+   * order), and after a pop that took less than it could it waits for a wake-up (a push, or the poll
+   * interval) instead of popping again: a push wakes one thread per subscription, not every worker, and
+   * an idle subscription does not spin.
+   */
+  private void claim() {
     long backoff = 0;
     while (running.get()) {
       try {
-        long seen = queen.wakeups().version(request.queue());
-        List<Message> batch = queen.broker().pop(request);
-        backoff = 0;
-        roundSucceeded();
-        if (batch.isEmpty()) {
-          queen.afterEmptyPop(this);
-          queen.wakeups().await(request.queue(), seen, queen.config().pollInterval());
+        long seen = nudges();
+        int free = idle.get() - units.size();
+        if (free <= 0) {
+          starved = true;
+          awaitNudge(seen); // a worker that goes idle nudges
           continue;
         }
-        runBatch(batch);
+        starved = false;
+        boolean batchShape = many != null || txMany != null;
+        int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
+            : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
+        int take = batchShape ? request.batch() : (int) Math.min(10_000L, (long) parts * request.batch());
+        List<Message> got = queen.broker().pop(new Broker.PopRequest(request.queue(), request.group(), take, parts,
+            request.partition(), request.leaseTime(), request.mode(), request.from(), false));
+        pops.incrementAndGet();
+        queen.broker().metrics().consumerPop(request.queue(), request.group(), got.isEmpty());
+        backoff = 0;
+        roundSucceeded();
+        if (got.isEmpty()) {
+          emptyPops.incrementAndGet();
+          queen.afterEmptyPop(this);
+          awaitNudge(seen);
+          continue;
+        }
+        int partitionsGot = dispatch(got, batchShape, take);
+        boolean full = got.size() >= take || partitionsGot >= parts;
+        if (!full) {
+          // it took everything that was ready: wait for a push, a worker that finished (its partition may have
+          // more), or the poll interval; anything that happened during the pop has already moved past 'seen'
+          awaitNudge(seen);
+        }
       } catch (InterruptedException e) {
         if (!running.get()) {
           break;
@@ -198,6 +262,96 @@ final class SubscriptionImpl implements Subscription {
       }
     }
   }
+
+  /** What the claimer waits for: a push to the queue, a worker going idle or finishing, close. */
+  private long nudges() {
+    synchronized (idleSignal) {
+      return nudgeCount;
+    }
+  }
+
+  private void nudge() {
+    synchronized (idleSignal) {
+      nudgeCount++;
+      idleSignal.notifyAll();
+    }
+  }
+
+  /** Waits until something nudged the claimer after {@code seen}, or the poll interval passed. */
+  private void awaitNudge(long seen) throws InterruptedException {
+    long deadline = System.nanoTime() + queen.config().pollInterval().toNanos();
+    synchronized (idleSignal) {
+      while (nudgeCount == seen && running.get()) {
+        long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+        if (left <= 0) {
+          return;
+        }
+        idleSignal.wait(left);
+      }
+    }
+  }
+
+  /**
+   * Hands a popped batch to the workers: one unit per partition (per-message handlers), or the whole
+   * batch as one unit (batch handlers). The leases are renewed from now on. Returns the partitions seen.
+   */
+  private int dispatch(List<Message> got, boolean batchShape, int take) {
+    Map<Long, List<Message>> byPartition = new LinkedHashMap<>();
+    for (Message m : got) {
+      byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
+    }
+    for (List<Message> part : byPartition.values()) {
+      inFlight.add(part.get(0));
+    }
+    long wakes = pushWakes.get();
+    if (batchShape) {
+      units.add(new Unit(got, wakes, take));
+    } else {
+      for (List<Message> part : byPartition.values()) {
+        units.add(new Unit(part, wakes, take));
+      }
+    }
+    return byPartition.size();
+  }
+
+  /**
+   * A worker: takes units from the claimer and runs them. Going idle nudges the claimer only when there may
+   * be work it could not see: it was waiting for a free worker, a push arrived while this unit's partition
+   * was leased (the pop could not take that partition then), the unit failed (a retry may be due now), or
+   * the pop may have cut the partition short (it took as many as it could, or a retried head came alone).
+   * Otherwise a message costs one pop, not one more empty pop after every unit.
+   */
+  private void work() {
+    boolean mayHaveMore = true;
+    while (running.get()) {
+      Unit unit;
+      idle.incrementAndGet();
+      if (mayHaveMore || starved) {
+        nudge();
+      }
+      try {
+        unit = units.take();
+      } catch (InterruptedException e) {
+        if (!running.get()) {
+          break;
+        }
+        Thread.interrupted();
+        continue;
+      } finally {
+        idle.decrementAndGet();
+      }
+      if (unit == STOP || !running.get()) {
+        break; // a unit taken now is not run: its lease is given back by close()
+      }
+      long failures = failed.get() + leaseLost.get();
+      runBatch(unit.messages());
+      mayHaveMore = pushWakes.get() != unit.pushWakesAtDispatch() || failed.get() + leaseLost.get() != failures
+          || unit.mayBeCut();
+    }
+  }
+
+  /** Put in {@link #units} once per worker by close(), so that idle workers stop at once. */
+  private static final Unit STOP = new Unit(List.of(), -1, 1);
 
   /** One WARN when rounds start failing; the rest at DEBUG until they recover. */
   private void roundFailed(RuntimeException e, long capMillis) {
@@ -226,7 +380,7 @@ final class SubscriptionImpl implements Subscription {
     }
     List<Message> heads = new ArrayList<>();
     byPartition.values().forEach(l -> heads.add(l.get(0)));
-    inFlight.addAll(heads);
+    inFlight.addAll(heads); // (already there when the claimer dispatched it)
     try {
       if (one != null) {
         runEach(byPartition);
@@ -633,9 +787,29 @@ final class SubscriptionImpl implements Subscription {
       return;
     }
     running.set(false);
-    queen.wakeups().wake(request.queue());
+    queen.wakeups().removeListener(request.queue(), onWake);
+    nudge();
+    for (int i = 0; i < workers.size(); i++) {
+      units.add(STOP);
+    }
     long deadline = System.nanoTime() + grace.toNanos();
     boolean interrupted = false;
+    Thread c = claimer;
+    if (c != null) {
+      try {
+        c.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+      if (c.isAlive()) {
+        c.interrupt(); // a pop in flight returns; what it took is given back below
+        try {
+          c.join(2000);
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
+    }
     for (Thread t : workers) {
       long left = deadline - System.nanoTime();
       try {

@@ -26,6 +26,7 @@ public final class Wakeups implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Wakeups.class);
 
   private final ConcurrentHashMap<String, Signal> signals = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, java.util.Set<Runnable>> listeners = new ConcurrentHashMap<>();
   private final DataSource ds;
   private final String channel;
   private final String node;
@@ -39,6 +40,7 @@ public final class Wakeups implements AutoCloseable {
   private final Condition notifyNeeded = notifyLock.newCondition();
   private volatile Thread notifier;
   private volatile long notifications;
+  private volatile long ownNotifications;
 
   /** Creates thread instances; Queen names them. */
   @FunctionalInterface
@@ -92,7 +94,9 @@ public final class Wakeups implements AutoCloseable {
   private void notifyLoop() {
     // a hint need not wait for its WAL flush: without this every notification is a synchronous commit
     // competing with the pushes for the WAL
-    String sql = "select set_config('synchronous_commit', 'off', true), pg_notify(?, q) from unnest(?::text[]) as q";
+    // the payload names the sending node after a '|' (queue names cannot hold one), so that its own listener can
+    // ignore it: this node's waiters were woken directly when the push committed
+    String sql = "select set_config('synchronous_commit', 'off', true), pg_notify(?, q || '|' || ?) from unnest(?::text[]) as q";
     while (running) {
       notifyLock.lock();
       try {
@@ -116,7 +120,8 @@ public final class Wakeups implements AutoCloseable {
           c.setAutoCommit(true);
         }
         st.setString(1, channel);
-        st.setArray(2, c.createArrayOf("text", batch.toArray()));
+        st.setString(2, node);
+        st.setArray(3, c.createArrayOf("text", batch.toArray()));
         st.execute();
         notifications++;
       } catch (SQLException | RuntimeException e) {
@@ -131,6 +136,29 @@ public final class Wakeups implements AutoCloseable {
         }
       }
     }
+  }
+
+  /**
+   * A notification: {@code <queue>|<node>} from a node's notifier (ignored when the node is this one: its
+   * waiters were woken at the commit), or {@code <queue>} from a push inside an application's transaction.
+   */
+  void onNotification(String payload) {
+    if (payload == null) {
+      return;
+    }
+    int bar = payload.indexOf('|');
+    if (bar < 0) {
+      wake(payload);
+    } else if (!payload.regionMatches(bar + 1, node, 0, node.length()) || payload.length() != bar + 1 + node.length()) {
+      wake(payload.substring(0, bar));
+    } else {
+      ownNotifications++;
+    }
+  }
+
+  /** Notifications of this node's own pushes that came back on its LISTEN connection and were ignored. */
+  public long ownNotificationsIgnored() {
+    return ownNotifications;
   }
 
   /** The current version of a queue's signal; pass it to {@link #await} after an empty pop. */
@@ -158,11 +186,31 @@ public final class Wakeups implements AutoCloseable {
     if (s != null) {
       s.bump();
     }
+    java.util.Set<Runnable> ls = listeners.get(queue);
+    if (ls != null) {
+      ls.forEach(Runnable::run);
+    }
   }
 
   /** Wakes every waiter (after a reconnect, or on close). */
   public void wakeAll() {
     signals.values().forEach(Signal::bump);
+    listeners.values().forEach(ls -> ls.forEach(Runnable::run));
+  }
+
+  /**
+   * Calls {@code onWake} (quickly, on the waking thread) whenever the queue is woken: for a waiter that
+   * also waits for other events (the consume loop's claimer waits for pushes and for its workers).
+   */
+  public void addListener(String queue, Runnable onWake) {
+    listeners.computeIfAbsent(queue, q -> ConcurrentHashMap.newKeySet()).add(onWake);
+  }
+
+  public void removeListener(String queue, Runnable onWake) {
+    java.util.Set<Runnable> ls = listeners.get(queue);
+    if (ls != null) {
+      ls.remove(onWake);
+    }
   }
 
   /** How many times the listener had to reconnect. */
@@ -210,7 +258,7 @@ public final class Wakeups implements AutoCloseable {
           PGNotification[] ns = pg.getNotifications(500);
           if (ns != null) {
             for (PGNotification n : ns) {
-              wake(n.getParameter());
+              onNotification(n.getParameter());
             }
           }
         }

@@ -268,7 +268,7 @@ class ConsumerRoundIT {
     within(Duration.ofSeconds(60)).until(() -> completed.get() >= CRASH_MESSAGES && lag(pusher, q, Queen.DEFAULT_GROUP) == 0);
     long alive = Thread.getAllStackTraces().keySet().stream()
         .filter(t -> t.isAlive() && t.getName().startsWith("queen-" + consumer.nodeId() + "-" + q + "-")).count();
-    assertThat(alive).as("both workers survived").isEqualTo(2);
+    assertThat(alive).as("both workers and the claimer survived").isEqualTo(3);
     s.close();
 
     assertThat(completions.keySet()).as("every message completed").isEqualTo(pushed);
@@ -297,13 +297,13 @@ class ConsumerRoundIT {
 
   // ------------------------------------------------------------------------------------------------
 
-  /** Waits until the subscription's only worker is parked in the wake-up wait (after an empty pop). */
+  /** Waits until the subscription's claimer is parked in the wake-up wait (after an empty pop). */
   private static void awaitIdle(Queen node, String q) {
-    String name = "queen-" + node.nodeId() + "-" + q + "-default-0"; // the default group is "default" in thread names
+    String name = "queen-" + node.nodeId() + "-" + q + "-default-claimer"; // the thread that pops for the workers
     within(Duration.ofSeconds(10)).until(() -> Thread.getAllStackTraces().entrySet().stream()
         .filter(e -> e.getKey().getName().equals(name))
         .anyMatch(e -> e.getKey().getState() == Thread.State.TIMED_WAITING
-            && Arrays.stream(e.getValue()).anyMatch(f -> f.getClassName().endsWith(".Wakeups") && f.getMethodName().equals("await"))));
+            && Arrays.stream(e.getValue()).anyMatch(f -> f.getClassName().endsWith(".SubscriptionImpl") && f.getMethodName().equals("awaitNudge"))));
   }
 
   /** Pushes from {@code pusher} while {@code consumer}'s worker waits; returns how long delivery took, in ms. */

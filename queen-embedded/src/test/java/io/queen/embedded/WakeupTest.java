@@ -1,0 +1,84 @@
+package io.queen.embedded;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.queen.Queen;
+import io.queen.Subscription;
+import io.queen.embedded.internal.QueenImpl;
+import io.queen.testkit.QueenPostgres;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Pops that match the work: one claimer per subscription pops for its idle workers, so a push wakes one
+ * pop, not one per worker; and a node ignores its own notifications (its waiters were woken at the commit).
+ */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class WakeupTest {
+
+  private static double pops(SimpleMeterRegistry r, String q, String outcome) {
+    Counter c = r.find("queen.consumer.pops").tags("queue", q, "outcome", outcome).counter();
+    return c == null ? 0 : c.count();
+  }
+
+  @Test
+  void oneMessageAndSixteenIdleWorkersIsOnePop(DataSource ds) throws Exception {
+    String q = "wake-one";
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    // polls only every 30 s: every pop here follows a wake-up
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("w1").meterRegistry(registry)
+        .pollInterval(Duration.ofSeconds(30)).start()) {
+      queen.queue(q).partition("p0").push(Map.of("n", 0)); // the queue exists before the consumer starts
+      AtomicInteger handled = new AtomicInteger();
+      try (Subscription s = queen.queue(q).consumer().concurrency(16).consume(m -> handled.incrementAndGet())) {
+        await().atMost(Duration.ofSeconds(10)).until(() -> handled.get() == 1);
+        Thread.sleep(300); // let the claimer settle into its wait
+        double before = pops(registry, q, "messages") + pops(registry, q, "empty");
+        for (int i = 1; i <= 20; i++) {
+          queen.queue(q).partition("p" + i).push(Map.of("n", i));
+          int want = i + 1;
+          await().atMost(Duration.ofSeconds(10)).until(() -> handled.get() == want);
+          Thread.sleep(50); // the worker acks and goes idle; the claimer waits again
+        }
+        Thread.sleep(300);
+        double pops = pops(registry, q, "messages") + pops(registry, q, "empty") - before;
+        // twenty pushes, each waking one pop that finds its message: not 16 pops per push
+        assertThat(pops).isEqualTo(20);
+        assertThat(pops(registry, q, "empty")).isZero();
+        assertThat(s.acked()).isEqualTo(21);
+      }
+    }
+  }
+
+  @Test
+  void aNodeIgnoresItsOwnNotifications(DataSource ds) {
+    try (Queen a = EmbeddedQueen.builder().dataSource(ds).nodeId("w2").start();
+        Queen b = EmbeddedQueen.builder().dataSource(ds).nodeId("w3").pollInterval(Duration.ofSeconds(30)).start()) {
+      QueenImpl ai = (QueenImpl) a;
+      await().atMost(Duration.ofSeconds(10)).until(() -> ai.wakeups().listenerBackendPid() > 0
+          && ((QueenImpl) b).wakeups().listenerBackendPid() > 0);
+      AtomicInteger got = new AtomicInteger();
+      a.queue("wake-own").push(Map.of("n", 0));
+      try (Subscription s = b.queue("wake-own").consumer().consume(m -> got.incrementAndGet())) {
+        await().atMost(Duration.ofSeconds(10)).until(() -> got.get() == 1);
+        for (int i = 1; i <= 5; i++) {
+          a.queue("wake-own").push(Map.of("n", i));
+          int want = i + 1;
+          // b polls every 30 s: only a's notification can wake it this fast
+          await().atMost(Duration.ofSeconds(5)).until(() -> got.get() == want);
+        }
+      }
+      await().atMost(Duration.ofSeconds(5)).until(() -> ai.wakeups().ownNotificationsIgnored() >= 1);
+      assertThat(((QueenImpl) b).wakeups().ownNotificationsIgnored()).isZero();
+    }
+  }
+}
