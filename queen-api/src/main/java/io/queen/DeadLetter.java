@@ -20,4 +20,13 @@ import java.util.UUID;
  */
 public record DeadLetter(long id, String queue, String partition, long partitionId, long offset, String group,
     UUID messageId, JsonNode payload, String payloadError, long payloadBytes, String error, int attempts,
-    Instant failedAt) {}
+    Instant failedAt) {
+
+  /** Where it is and why, never the payload (a dead letter is logged more often than any other record). */
+  @Override
+  public String toString() {
+    return "DeadLetter[id=" + id + " queue=" + queue + " partition=" + partition + " offset=" + offset + " group="
+        + (Queen.DEFAULT_GROUP.equals(group) ? "(default)" : group) + " attempts=" + attempts + " failedAt=" + failedAt
+        + " payloadBytes=" + payloadBytes + "]";
+  }
+}

@@ -87,15 +87,34 @@ public final class Message {
     return payload;
   }
 
-  /** The payload converted to {@code type} with the broker's {@link ObjectMapper}. */
+  /**
+   * The payload converted to {@code type} with the broker's {@link ObjectMapper}.
+   *
+   * @throws PayloadSerializationException naming the message, the type and the JSON path that failed
+   *     (e.g. {@code amountCents}), never the value; without a cause, since Jackson's message quotes it
+   */
   public <T> T payload(Class<T> type) {
     Objects.requireNonNull(type, "type");
     try {
       return mapper.treeToValue(payload, type);
     } catch (Exception e) {
+      String path = e instanceof com.fasterxml.jackson.databind.JsonMappingException jm && !jm.getPath().isEmpty()
+          ? " at '" + jsonPath(jm) + "'" : "";
       throw new PayloadSerializationException("payload of message " + id + " (queue '" + queue + "', offset " + offset
-          + ") cannot be read as " + type.getName() + ": " + e.getClass().getSimpleName(), e);
+          + ") cannot be read as " + type.getName() + path + ": " + e.getClass().getSimpleName(), null);
     }
+  }
+
+  private static String jsonPath(com.fasterxml.jackson.databind.JsonMappingException e) {
+    StringBuilder b = new StringBuilder();
+    for (com.fasterxml.jackson.databind.JsonMappingException.Reference r : e.getPath()) {
+      if (r.getFieldName() != null) {
+        b.append(b.length() == 0 ? "" : ".").append(r.getFieldName());
+      } else if (r.getIndex() >= 0) {
+        b.append('[').append(r.getIndex()).append(']');
+      }
+    }
+    return b.toString();
   }
 
   /** When the message was stored (database clock). */

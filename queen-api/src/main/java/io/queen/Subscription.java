@@ -23,7 +23,10 @@ public interface Subscription extends AutoCloseable {
   /** Messages whose handler threw (or whose bundle lost a required write other than a marker), since start. */
   long failed();
 
-  /** Messages whose acknowledgement (or bundle) this subscription committed, since start. */
+  /**
+   * Messages this subscription completed: acknowledged, or committed with their bundle. Not counted here:
+   * {@link #alreadyDone()} (acknowledged without their bundle) and {@link #deadLettered()}.
+   */
   long acked();
 
   /**

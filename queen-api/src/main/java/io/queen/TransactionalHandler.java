@@ -7,10 +7,15 @@ package io.queen;
  * cursor advance are one PostgreSQL commit.
  *
  * <pre>{@code
- * queen.queue("orders").group("billing").consumeInTransaction((msg, tx) -> tx
- *     .once("billing", msg.stateKey("charged"), Kv.ttl(Duration.ofDays(7)).required())
- *     .push("receipts", msg.partition(), receiptFor(msg)));
+ * queen.queue("orders").group("billing").consumeInTransaction((msg, tx) -> {
+ *   Order order = msg.payload(Order.class);
+ *   tx.once("billing", "charged:" + order.id(), Kv.ttl(Duration.ofDays(7)).required())
+ *     .push("receipts", msg.partition(), receiptFor(order));
+ * });
  * }</pre>
+ *
+ * <p>Key the marker by what must happen once (the order's id), not by {@link Message#stateKey}: that is
+ * one key per partition and group, so as a marker it would mark the whole partition done.
  *
  * <p>What the loop does with the outcome of the commit:
  * <ul>

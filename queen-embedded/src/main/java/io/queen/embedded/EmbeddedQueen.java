@@ -5,6 +5,8 @@ import io.queen.Queen;
 import io.queen.embedded.internal.QueenConfig;
 import io.queen.embedded.internal.QueenImpl;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ThreadFactory;
 import java.util.regex.Pattern;
@@ -57,6 +59,7 @@ public final class EmbeddedQueen {
     private String user;
     private String password;
     private int poolSize = DEFAULT_POOL_SIZE;
+    private boolean poolSizeSet;
     private String schema = DEFAULT_SCHEMA;
     private String nodeId;
     private ObjectMapper objectMapper;
@@ -89,6 +92,7 @@ public final class EmbeddedQueen {
     /** Size of the pool Queen opens with {@link #jdbcUrl} (2..200; default 10). */
     public Builder poolSize(int size) {
       this.poolSize = size;
+      this.poolSizeSet = true;
       return this;
     }
 
@@ -204,32 +208,38 @@ public final class EmbeddedQueen {
     }
 
     QueenConfig build() {
+      List<String> errors = new ArrayList<>();
       if ((dataSource == null) == (jdbcUrl == null)) {
-        throw new IllegalArgumentException("give exactly one of dataSource(...) or jdbcUrl(...)");
+        errors.add("give exactly one of dataSource(...) or jdbcUrl(...)");
       }
       if (jdbcUrl != null && !jdbcUrl.startsWith("jdbc:postgresql:")) {
-        throw new IllegalArgumentException("jdbcUrl must start with 'jdbc:postgresql:'");
+        errors.add("jdbcUrl must start with 'jdbc:postgresql:'");
       }
       if (poolSize < 2 || poolSize > 200) {
-        throw new IllegalArgumentException("poolSize must be 2..200, was " + poolSize);
+        errors.add("poolSize must be 2..200, was " + poolSize);
+      } else if (poolSizeSet && dataSource != null) {
+        errors.add("poolSize sizes the pool Queen opens with jdbcUrl(...); with dataSource(...) size your own pool");
       }
       if (!SCHEMA.matcher(schema).matches()) {
-        throw new IllegalArgumentException("schema '" + schema + "' is invalid: allowed is " + SCHEMA.pattern());
+        errors.add("schema '" + schema + "' is invalid: allowed is " + SCHEMA.pattern());
       }
       String node = nodeId != null ? nodeId : randomNodeId();
       if (!NODE.matcher(node).matches()) {
-        throw new IllegalArgumentException("nodeId '" + node + "' is invalid: allowed is " + NODE.pattern());
+        errors.add("nodeId '" + node + "' is invalid: allowed is " + NODE.pattern());
       }
-      between("pollInterval", pollInterval, Duration.ofMillis(10), Duration.ofSeconds(60));
-      between("closeGracePeriod", closeGrace, Duration.ZERO, Duration.ofMinutes(10));
+      between(errors, "pollInterval", pollInterval, Duration.ofMillis(10), Duration.ofSeconds(60));
+      between(errors, "closeGracePeriod", closeGrace, Duration.ZERO, Duration.ofMinutes(10));
       if (kvMaxReadBytes < 64 * 1024 || kvMaxReadBytes > 256L * 1024 * 1024) {
-        throw new IllegalArgumentException("kvMaxReadBytes must be 65536..268435456, was " + kvMaxReadBytes);
+        errors.add("kvMaxReadBytes must be 65536..268435456, was " + kvMaxReadBytes);
       }
       if (maxPayloadBytes < 1024 || maxPayloadBytes > MAX_PAYLOAD_BYTES_LIMIT) {
-        throw new IllegalArgumentException("maxPayloadBytes must be 1024.." + MAX_PAYLOAD_BYTES_LIMIT + ", was "
-            + maxPayloadBytes);
+        errors.add("maxPayloadBytes must be 1024.." + MAX_PAYLOAD_BYTES_LIMIT + ", was " + maxPayloadBytes);
       }
-      between("connectTimeout", connectTimeout, Duration.ofMillis(250), Duration.ofMinutes(5));
+      between(errors, "connectTimeout", connectTimeout, Duration.ofMillis(250), Duration.ofMinutes(5));
+      if (!errors.isEmpty()) {
+        throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
+            + String.join("; ", errors));
+      }
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout);
@@ -244,10 +254,22 @@ public final class EmbeddedQueen {
       return "n" + String.format("%016x", RANDOM.nextLong());
     }
 
-    private static void between(String field, Duration d, Duration min, Duration max) {
+    private static void between(List<String> errors, String field, Duration d, Duration min, Duration max) {
       if (d.compareTo(min) < 0 || d.compareTo(max) > 0) {
-        throw new IllegalArgumentException(field + " must be between " + min + " and " + max + ", was " + d);
+        errors.add(field + " must be between " + human(min) + " and " + human(max) + ", was " + human(d));
       }
+    }
+
+    /** 10 ms, 60 s, 10 min: as the documentation writes durations. */
+    static String human(Duration d) {
+      long ms = d.toMillis();
+      if (ms % 60_000 == 0 && ms > 60_000) {
+        return ms / 60_000 + " min";
+      }
+      if (ms % 1000 == 0) {
+        return ms / 1000 + " s";
+      }
+      return ms + " ms";
     }
   }
 }

@@ -412,4 +412,31 @@ class PushPopAckTest {
     // nothing was created by the failed calls
     assertThat(queen.status().queue(q)).isNull();
   }
+
+  @Test
+  void aCollectionPushedAsOnePayloadIsRefused() {
+    String q = "one-payload";
+    assertThatThrownBy(() -> queen.queue(q).push(List.of(Map.of("a", 1), Map.of("a", 2))))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("push(List<PushItem>)");
+    assertThatThrownBy(() -> queen.queue(q).partition("p").push(new int[] {1, 2}))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pushAll");
+    assertThat(queen.queue(q).consumer().pop()).isEmpty();
+    // a PushItem given to the one-payload push is pushed as the item it is
+    queen.queue(q).push((Object) PushItem.of("p", Map.of("a", 3)).transactionId("t-3"));
+    assertThat(queen.queue(q).consumer().pop()).singleElement().satisfies(m -> {
+      assertThat(m.partition()).isEqualTo("p");
+      assertThat(m.transactionId()).isEqualTo("t-3");
+    });
+  }
+
+  record Typed(long amountCents) {}
+
+  @Test
+  void aPayloadThatDoesNotFitItsTypeNamesThePathNotTheValue() {
+    String q = "typed";
+    queen.queue(q).push(Map.of("amountCents", "SECRET-4111"));
+    io.queen.Message m = queen.queue(q).consumer().pop().get(0);
+    assertThatThrownBy(() -> m.payload(Typed.class)).isInstanceOf(io.queen.PayloadSerializationException.class)
+        .hasMessageContaining("at 'amountCents'").hasMessageNotContaining("SECRET").hasNoCause();
+  }
 }

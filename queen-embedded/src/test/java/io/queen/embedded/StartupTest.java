@@ -118,6 +118,13 @@ class StartupTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("jdbc:postgresql:");
     assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).kvMaxReadBytes(10).start())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("kvMaxReadBytes");
+    // every invalid option at once, durations as the documentation writes them
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).schema("Bad").pollInterval(Duration.ZERO)
+        .nodeId("a b").start()).isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("3 invalid options: schema 'Bad' is invalid: allowed is [a-z_][a-z0-9_]{0,62}; nodeId 'a b' is"
+            + " invalid: allowed is [A-Za-z0-9._-]{1,64}; pollInterval must be between 10 ms and 60 s, was 0 s");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).poolSize(5).start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("with dataSource(...) size your own pool");
     // none of these created the default schema
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
         ResultSet rs = st.executeQuery("select count(*) from pg_namespace where nspname = 'queen'")) {

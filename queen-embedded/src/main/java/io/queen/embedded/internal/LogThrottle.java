@@ -64,6 +64,21 @@ public final class LogThrottle {
     return new Decision(st[1] <= linesPerWindow ? Level.SHORT : Level.SUPPRESS, 0);
   }
 
+  /**
+   * The events not logged so far in the current windows, by kind, and forgets them (for a summary when
+   * the component that logs them stops).
+   */
+  public synchronized Map<String, Long> drainSuppressed() {
+    Map<String, Long> out = new java.util.LinkedHashMap<>();
+    kinds.forEach((k, st) -> {
+      if (st[1] > linesPerWindow) {
+        out.put(k, st[1] - linesPerWindow);
+      }
+    });
+    kinds.clear();
+    return out;
+  }
+
   /** The kind of a failure: where it happened and what it was (type and first line of its message). */
   public static String kind(String where, Throwable t) {
     String msg = t.getMessage();

@@ -51,7 +51,23 @@ final class QueueClientImpl implements QueueClient {
 
   @Override
   public PushResult push(Object payload) {
-    return push(List.of(PushItem.of(payload))).get(0);
+    if (payload instanceof PushItem item) {
+      return push(List.of(item)).get(0);
+    }
+    return push(List.of(PushItem.of(single(payload)))).get(0);
+  }
+
+  /**
+   * A collection given to a one-message push is almost always a batch pushed by mistake as one message (a
+   * JSON array): refused, with the call that was meant. A JSON array as one payload goes as a JsonNode or Json.
+   */
+  static Object single(Object payload) {
+    if (payload instanceof java.util.Collection<?> || (payload != null && payload.getClass().isArray())) {
+      throw new IllegalArgumentException("push(payload) was given a " + payload.getClass().getSimpleName()
+          + ", which would be stored as ONE message holding a JSON array: to push several messages use"
+          + " push(List<PushItem>) or partition(p).pushAll(list); to store one array, pass a JsonNode or Json.of(text)");
+    }
+    return payload;
   }
 
   @Override
@@ -106,7 +122,7 @@ final class QueueClientImpl implements QueueClient {
       if (payload instanceof PushItem) {
         return push((PushItem) payload);
       }
-      return queue.push(List.of(PushItem.of(partition, payload))).get(0);
+      return queue.push(List.of(PushItem.of(partition, QueueClientImpl.single(payload)))).get(0);
     }
 
     @Override

@@ -845,6 +845,8 @@ final class SubscriptionImpl implements Subscription {
       }
     }
     queen.unregister(this);
+    throttle.drainSuppressed().forEach((kind, n) -> LOG.warn("{} - {}: {} more event(s) of one kind were not logged in"
+        + " the last minute ({})", queen.nodeId(), where, n, kind.substring(kind.indexOf('|') + 1)));
     LOG.info("{} - stopped consuming {}: {} handled, {} acked, {} already done, {} failed, {} dead-lettered, {} lease(s)"
         + " lost", queen.nodeId(), where, handled.get(), acked.get(), alreadyDone.get(), failed.get(),
         deadLettered.get(), leaseLost.get());
