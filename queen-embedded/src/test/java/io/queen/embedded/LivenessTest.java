@@ -146,6 +146,30 @@ class LivenessTest {
   }
 
   @Test
+  void aRestartRightAfterACrashWaitsForThePredecessorsHeartbeatToGoStale(DataSource ds) throws Exception {
+    String q = "restart";
+    Queen old = node(ds, "restart-1", Duration.ofSeconds(2));
+    try (Queen other = node(ds, "restart-other", Duration.ofSeconds(10))) {
+      old.queue(q).partition("p").push(Map.of("n", 0));
+      assertThat(old.queue(q).consumer().leaseTime(LONG_LEASE).pop()).hasSize(1);
+      ((QueenImpl) old).liveness().pause(true); // crashed a moment ago: its row is still fresh
+
+      long t0 = System.nanoTime();
+      try (Queen restarted = node(ds, "restart-1", Duration.ofSeconds(2))) {
+        Duration took = Duration.ofNanos(System.nanoTime() - t0);
+        assertThat(took).as("start waited for the stale heartbeat (2 s), then took the id over")
+            .isBetween(Duration.ofMillis(500), Duration.ofMillis(4_000));
+        List<Message> again = other.queue(q).consumer().pop();
+        assertThat(again).as("the predecessor's lease was expired at start").hasSize(1);
+        assertThat(again.get(0).attempt()).isEqualTo(2);
+        other.ack(again);
+      }
+    } finally {
+      old.close();
+    }
+  }
+
+  @Test
   void aLeaseOfANodeWithAStaleHeartbeatIsTakenWellBeforeItExpires(DataSource ds) throws Exception {
     String q = "stale";
     try (Queen dying = node(ds, "dying", Duration.ofSeconds(2)); Queen b = node(ds, "survivor", Duration.ofSeconds(2))) {
