@@ -12,11 +12,17 @@ import java.util.List;
  *
  * <p>{@link #close()} is idempotent and bounded: it stops taking work, lets running handlers finish
  * up to the grace period, releases every lease this node holds (those of its subscriptions and those
- * taken by a manual {@link ConsumerBuilder#pop()}, without counting an attempt) and closes the
- * connections Queen opened. It never closes the application's {@code DataSource}. After it, every call
+ * taken by a manual {@link ConsumerBuilder#pop()}, without counting an attempt), removes the node's
+ * heartbeat row (so a restart with the same node id starts at once) and closes the connections Queen
+ * opened. It never closes the application's {@code DataSource}. After it, every call
  * that does work — on this object or on the queue, consumer, KV, transaction and dead-letter objects
  * obtained from it, before or after the close — throws {@link BrokerClosedException}; only getters and
  * builder setters (and {@link #close()} itself) still answer.
+ *
+ * <p>Every node heartbeats on the database clock; a node whose heartbeat is older than its session
+ * timeout is dead, and its leases are free to take before their lease time ends (a crash stalls a
+ * partition for about one session timeout). A node id held by a live node cannot be started twice
+ * ({@link NodeIdInUseException}).
  *
  * <p>A refused login (wrong password, unknown role) is a {@link DatabaseLoginException}; any other
  * database failure a {@link QueenDatabaseException}.
@@ -73,13 +79,17 @@ public interface Queen extends AutoCloseable {
   /** A consistent snapshot of queues, partitions, group lag and leases. */
   Status status();
 
-  /** This node's id (given to the builder or generated), used as lease owner and in thread names. */
+  /**
+   * This node's id (given to the builder or generated), used as lease owner, in thread names and as the key
+   * of the node's heartbeat row.
+   */
   String nodeId();
 
   /**
    * Stops this node; see the class description. Idempotent. The leases this node still holds are given back
    * in one statement bounded by 2 s; when that fails (the database is unreachable) the failure is logged at
-   * WARN and the close goes on: the leases then expire by themselves, which counts one attempt.
+   * WARN and the close goes on: the leases then expire by themselves (or are taken once the node's heartbeat
+   * is older than its session timeout), which counts one attempt.
    */
   @Override
   void close();

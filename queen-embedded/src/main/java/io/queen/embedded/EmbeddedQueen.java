@@ -20,8 +20,9 @@ import javax.sql.DataSource;
  * }</pre>
  *
  * <p>{@link Builder#start()} validates every option, migrates the schema (under an advisory lock, so
- * nodes starting together do not collide), and starts the node's daemon threads: one LISTEN connection
- * for wake-ups and the janitor. Consumer threads start only with {@code consume(...)}: a process that
+ * nodes starting together do not collide), registers the node in {@code <schema>.nodes} (refusing an id a
+ * live node holds), and starts the node's daemon threads: the heartbeat (a connection of its own), one
+ * LISTEN connection for wake-ups, and the janitor. Consumer threads start only with {@code consume(...)}: a process that
  * only pushes runs none.
  */
 public final class EmbeddedQueen {
@@ -41,6 +42,12 @@ public final class EmbeddedQueen {
   public static final int MAX_PAYLOAD_BYTES_LIMIT = 64 * 1024 * 1024;
   /** Default bound on how long Queen waits for a database connection: 5 s. */
   public static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(5);
+  /** Default session timeout: a node whose heartbeat is older than this is dead and its leases are free: 10 s. */
+  public static final Duration DEFAULT_SESSION_TIMEOUT = Duration.ofSeconds(10);
+  /** Shortest {@link Builder#sessionTimeout}: 2 s (a heartbeat every 400 ms). */
+  public static final Duration MIN_SESSION_TIMEOUT = Duration.ofSeconds(2);
+  /** Longest {@link Builder#sessionTimeout}: 10 min. */
+  public static final Duration MAX_SESSION_TIMEOUT = Duration.ofMinutes(10);
 
   private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
   private static final Pattern SCHEMA = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
@@ -72,6 +79,7 @@ public final class EmbeddedQueen {
     private Object meterRegistry;
     private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
     private Duration connectTimeout = DEFAULT_CONNECT_TIMEOUT;
+    private Duration sessionTimeout = DEFAULT_SESSION_TIMEOUT;
 
     private Builder() {}
 
@@ -105,6 +113,16 @@ public final class EmbeddedQueen {
     /**
      * This node's id ({@code [A-Za-z0-9._-]{1,64}}); default: a random one ({@code n} + 16 hex digits, 64
      * random bits).
+     *
+     * <p>A fixed id is a static membership (Kafka's {@code group.instance.id}): give each instance its own,
+     * stable id (for example {@code "orders-worker-" + ordinal} in a StatefulSet). An instance that restarts
+     * after a crash with the id of its predecessor takes the id over as soon as the predecessor's heartbeat
+     * is older than the predecessor's session timeout ({@code start()} waits for that, at most about this node's
+     * {@link #sessionTimeout}), and expires the leases the predecessor still held, so other consumers (or this
+     * node) take those partitions at once; each such lease counts one attempt, like any expired lease. When
+     * the id is held by a node that keeps heartbeating, {@code start()} fails with
+     * {@link io.queen.NodeIdInUseException} naming the id, and nothing changes. A clean {@link Queen#close()}
+     * frees the id at once.
      */
     public Builder nodeId(String nodeId) {
       this.nodeId = Objects.requireNonNull(nodeId, "nodeId");
@@ -197,11 +215,28 @@ public final class EmbeddedQueen {
     }
 
     /**
+     * How long a node may go without a heartbeat before the others treat it as dead (2 s .. 10 min; default
+     * 10 s). Every node renews its row in {@code <schema>.nodes} on the database clock every heartbeat
+     * interval, a fifth of this timeout and at most 2 s (so a timeout is always more than three intervals),
+     * from a daemon thread {@code queen-<node>-heartbeat-<n>} on a connection of its own. A lease whose
+     * owner's heartbeat is older than the owner's session timeout is free to take, whatever the lease time
+     * says: a crashed node stalls its partitions for about this long, not for a lease time. A live node
+     * that overruns its lease still loses it at the lease's expiry, as before. Shorter is faster recovery
+     * and a higher risk that a long GC pause or a network stall makes a live node look dead (its leases
+     * are then taken over, and its acks of them report {@code LEASE_LOST}).
+     */
+    public Builder sessionTimeout(Duration timeout) {
+      this.sessionTimeout = Objects.requireNonNull(timeout, "sessionTimeout");
+      return this;
+    }
+
+    /**
      * Validates every option, migrates the schema and starts the node.
      *
      * @throws IllegalArgumentException an option is invalid (nothing was started)
      * @throws io.queen.DatabaseLoginException PostgreSQL refused the login (either form)
      * @throws io.queen.QueenDatabaseException the database could not be reached or failed
+     * @throws io.queen.NodeIdInUseException another live node holds this {@link #nodeId}
      */
     public Queen start() {
       return QueenImpl.start(build());
@@ -236,13 +271,15 @@ public final class EmbeddedQueen {
         errors.add("maxPayloadBytes must be 1024.." + MAX_PAYLOAD_BYTES_LIMIT + ", was " + maxPayloadBytes);
       }
       between(errors, "connectTimeout", connectTimeout, Duration.ofMillis(250), Duration.ofMinutes(5));
+      between(errors, "sessionTimeout", sessionTimeout, MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT);
       if (!errors.isEmpty()) {
         throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
             + String.join("; ", errors));
       }
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
-          pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout);
+          pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
+          sessionTimeout);
     }
 
     /**

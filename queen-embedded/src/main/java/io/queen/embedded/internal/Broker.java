@@ -640,15 +640,20 @@ public final class Broker {
   /**
    * Gives back every lease this node holds (any queue, any group) without counting an attempt, in one
    * statement bounded by {@code timeoutMillis}; returns how many. For {@code Queen.close()}: leases taken
-   * by a manual {@code pop()} are released too, so other nodes need not wait for them to expire.
+   * by a manual {@code pop()} are released too, so other nodes need not wait for them to expire. Only
+   * while this start ({@code incarnation}) still holds the node's row: when another process took the id
+   * over (this one was paused past its session timeout), the leases under this id are that process's.
    */
-  public int releaseOwned(long timeoutMillis) {
+  public int releaseOwned(long timeoutMillis, java.util.UUID incarnation) {
     return Sql.autoCommit(ds, "release on close", c -> {
       try (PreparedStatement st = c.prepareStatement("update " + schema + ".cursors set lease_id = null,"
           + " lease_owner = null, lease_expires_at = null, lease_from = null, lease_to = null, lease_redrive = null,"
-          + " acked_ahead = null where lease_owner = ? and lease_id is not null")) {
+          + " acked_ahead = null where lease_owner = ? and lease_id is not null"
+          + " and exists (select 1 from " + schema + ".nodes n where n.node_id = ? and n.incarnation = ?)")) {
         st.setQueryTimeout((int) Math.max(1, (timeoutMillis + 999) / 1000));
         st.setString(1, node);
+        st.setString(2, node);
+        st.setObject(3, incarnation);
         return st.executeUpdate();
       }
     });

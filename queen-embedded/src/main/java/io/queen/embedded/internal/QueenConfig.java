@@ -9,14 +9,26 @@ import javax.sql.DataSource;
 public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, String password, int poolSize,
     String schema, String nodeId, ObjectMapper mapper, ThreadFactory threadFactory, Duration pollInterval,
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
-    Duration connectTimeout) {
+    Duration connectTimeout, Duration sessionTimeout) {
+
+  /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
+  public Duration heartbeatInterval() {
+    return heartbeatInterval(sessionTimeout);
+  }
+
+  /** A fifth of {@code sessionTimeout}, at most 2 s (so at least five beats fit in one session timeout). */
+  public static Duration heartbeatInterval(Duration sessionTimeout) {
+    Duration fifth = sessionTimeout.dividedBy(5);
+    return fifth.compareTo(Duration.ofSeconds(2)) > 0 ? Duration.ofSeconds(2) : fifth;
+  }
 
   /** The effective settings for the start-up log line, with the password masked. */
   public String describe() {
     return "schema=" + schema + ", node=" + nodeId + ", pool=" + (dataSource != null ? "application DataSource"
         : "own HikariCP(" + poolSize + ") " + maskUrl(jdbcUrl)) + ", pollInterval=" + pollInterval
         + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes + ", metrics=" + (meterRegistry != null)
-        + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout;
+        + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout
+        + ", sessionTimeout=" + sessionTimeout + " (heartbeat every " + heartbeatInterval() + ")";
   }
 
   @Override

@@ -50,6 +50,7 @@ public final class QueenImpl implements Queen {
   private final AtomicInteger threadCount = new AtomicInteger();
   private final io.queen.embedded.internal.kv.KvStore kvStore;
   private final Kv kv;
+  private final Liveness liveness;
 
   private QueenImpl(QueenConfig config, DataSource ds, HikariDataSource ownPool) {
     this.config = config;
@@ -63,7 +64,11 @@ public final class QueenImpl implements Queen {
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
     this.kvStore = Extensions.kvStore(this);
     this.kv = Extensions.kv(this, kvStore);
+    this.liveness = new Liveness(ds, broker.schema(), config.nodeId(), config.sessionTimeout(), config.heartbeatInterval());
   }
+
+  /** How often the janitor removes the rows of nodes whose heartbeat stopped more than a day ago. */
+  static final long FORGET_NODES_PERIOD_MS = 60_000;
 
   /** How long {@link #close()} lets the statement that gives back this node's leases run. */
   static final long RELEASE_ON_CLOSE_TIMEOUT_MS = 2_000;
@@ -76,22 +81,46 @@ public final class QueenImpl implements Queen {
       own = openPool(config);
       ds = own;
     }
+    QueenImpl started = null;
     try {
       Migrator.migrate(ds, config.schema());
       QueenImpl q = new QueenImpl(config, ds, own);
+      started = q;
+      q.liveness.register(); // refuses an id a live node holds; takes over a dead one's leases
+      q.liveness.start((role, r) -> q.newDaemon(role, r));
       if (config.listen()) {
         q.wakeups.startListener();
       }
       q.wakeups.startNotifier();
       Extensions.startJanitor(q);
+      if (config.janitor()) {
+        q.scheduler.scheduleWithFixedDelay(q::forgetOldNodes, 1_000, FORGET_NODES_PERIOD_MS, TimeUnit.MILLISECONDS);
+      }
       q.metrics.bindStatus(q);
       LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
       return q;
     } catch (RuntimeException e) {
+      if (started != null) {
+        started.scheduler.shutdownNow();
+        started.wakeups.close();
+        started.liveness.close();
+      }
       if (own != null) {
         own.close();
       }
       throw e;
+    }
+  }
+
+  private void forgetOldNodes() {
+    try {
+      int n = Liveness.forgetOldNodes(ds, broker.schema());
+      if (n > 0) {
+        LOG.info("{} - removed {} row(s) of nodes whose heartbeat stopped more than {} ago", config.nodeId(), n,
+            Liveness.FORGET_AFTER);
+      }
+    } catch (RuntimeException e) {
+      LOG.debug("{} - could not remove old node rows ({})", config.nodeId(), Sql.describe(e));
     }
   }
 
@@ -109,7 +138,7 @@ public final class QueenImpl implements Queen {
     hc.setJdbcUrl(config.jdbcUrl());
     hc.setUsername(config.user());
     hc.setPassword(config.password());
-    hc.setMaximumPoolSize(config.poolSize());
+    hc.setMaximumPoolSize(config.poolSize() + 1); // + the heartbeat's own connection
     hc.setPoolName("queen-" + config.nodeId());
     hc.setConnectionTimeout(ms);
     hc.setValidationTimeout(Math.min(ms, 5_000));
@@ -172,6 +201,11 @@ public final class QueenImpl implements Queen {
 
   public ScheduledExecutorService scheduler() {
     return scheduler;
+  }
+
+  /** The node's heartbeat and its row in {@code nodes}. */
+  public Liveness liveness() {
+    return liveness;
   }
 
   boolean isClosed() {
@@ -320,6 +354,7 @@ public final class QueenImpl implements Queen {
       s.close(config.closeGrace());
     }
     releaseOwnedLeases();
+    liveness.close(); // after the leases: the row goes, and the id is free for a clean restart at once
     scheduler.shutdown();
     wakeups.close();
     boolean interrupted = false;
@@ -350,7 +385,7 @@ public final class QueenImpl implements Queen {
    */
   private void releaseOwnedLeases() {
     try {
-      int n = broker.releaseOwned(RELEASE_ON_CLOSE_TIMEOUT_MS);
+      int n = broker.releaseOwned(RELEASE_ON_CLOSE_TIMEOUT_MS, liveness.incarnation());
       if (n > 0) {
         LOG.info("{} - gave back {} lease(s) on close", config.nodeId(), n);
       }
