@@ -55,6 +55,8 @@ class WakeupTest {
         assertThat(pops).isEqualTo(20);
         assertThat(pops(registry, q, "empty")).isZero();
         assertThat(s.acked()).isEqualTo(21);
+        assertThat(registry.find("queen.consumer.outcomes").tags("queue", q, "outcome", "acked").counter().count())
+            .isEqualTo(21);
       }
     }
   }

@@ -21,6 +21,12 @@ public interface Metrics {
 
   default void handled(String queue, String group, long nanos, boolean ok) {}
 
+  /**
+   * A subscription settled messages: {@code outcome} is acked, already_done, failed, dead_lettered or
+   * lease_lost (the counts of {@link io.queen.Subscription}).
+   */
+  default void consumerOutcome(String queue, String group, String outcome, long n) {}
+
   /** The consume loop popped: {@code empty} when the pop found nothing. */
   default void consumerPop(String queue, String group, boolean empty) {}
 

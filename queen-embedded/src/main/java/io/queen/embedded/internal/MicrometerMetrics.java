@@ -84,6 +84,12 @@ final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void consumerOutcome(String queue, String group, String outcome, long n) {
+    Counter.builder("queen.consumer.outcomes").tags("queue", queue, "group", group, "outcome", outcome)
+        .register(registry).increment(n);
+  }
+
+  @Override
   public void consumerPop(String queue, String group, boolean empty) {
     Counter.builder("queen.consumer.pops").tags("queue", queue, "group", group, "outcome", empty ? "empty" : "messages")
         .register(registry).increment();

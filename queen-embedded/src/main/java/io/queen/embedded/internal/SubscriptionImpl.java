@@ -190,6 +190,12 @@ final class SubscriptionImpl implements Subscription {
     return leaseLost.get();
   }
 
+  /** Counts an outcome here and as {@code queen.consumer.outcomes{queue,group,outcome}}. */
+  private void count(AtomicLong counter, String outcome, long n) {
+    counter.addAndGet(n);
+    queen.broker().metrics().consumerOutcome(request.queue(), request.group(), outcome, n);
+  }
+
   /** Pops this subscription made, and how many of them came back empty (for the benchmark and tests). */
   long[] popCounts() {
     return new long[] {pops.get(), emptyPops.get()};
@@ -422,7 +428,7 @@ final class SubscriptionImpl implements Subscription {
           if (!running.get()) {
             giveBack.add(part.get(0)); // interrupted by close: not the message's fault
           } else {
-            failed.incrementAndGet();
+            count(failed, "failed", 1);
             logFailure(m, t);
             acks.add(new Broker.AckRequest(m, AckStatus.FAILED, describe(t)));
           }
@@ -529,7 +535,7 @@ final class SubscriptionImpl implements Subscription {
       List<Message> keep = new ArrayList<>();
       for (Message h : heads) {
         if (lost.contains(h.partitionId())) {
-          leaseLost.addAndGet(byPartition.get(h.partitionId()).size());
+          count(leaseLost, "lease_lost", byPartition.get(h.partitionId()).size());
         } else {
           keep.add(h);
         }
@@ -561,12 +567,12 @@ final class SubscriptionImpl implements Subscription {
       return Next.CONTINUE;
     }
     if (res.reason() == CommitResult.Reason.LEASE_LOST) {
-      leaseLost.addAndGet(messages.size());
+      count(leaseLost, "lease_lost", messages.size());
       logLeaseLost(1);
       return Next.STOP;
     }
     if (markerExists(res)) {
-      alreadyDone.addAndGet(messages.size());
+      count(alreadyDone, "already_done", messages.size());
       List<Broker.AckRequest> acks = new ArrayList<>(messages.size());
       for (Message m : messages) {
         acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
@@ -617,7 +623,7 @@ final class SubscriptionImpl implements Subscription {
       return null;
     }
     if (res.success()) {
-      acked.addAndGet(messages.size());
+      count(acked, "acked", messages.size());
       if (!warnedUnrequiredMarker.get()) {
         for (KvWriteResult w : res.writes()) {
           if (!w.applied() && w.reason() == KvReason.EXISTS && warnedUnrequiredMarker.compareAndSet(false, true)) {
@@ -655,14 +661,14 @@ final class SubscriptionImpl implements Subscription {
 
   /** Fails one message (attempt counted). */
   private void fail(Message m, Throwable t) {
-    failed.incrementAndGet();
+    count(failed, "failed", 1);
     logFailure(m, t);
     settle(List.of(new Broker.AckRequest(m, AckStatus.FAILED, describe(t))));
   }
 
   /** Fails the first message of each partition (the rest comes again with it). */
   private void failHeads(List<Message> heads, Throwable t) {
-    failed.incrementAndGet();
+    count(failed, "failed", 1);
     logFailure(heads.get(0), t);
     List<Broker.AckRequest> acks = new ArrayList<>(heads.size());
     for (Message h : heads) {
@@ -700,17 +706,17 @@ final class SubscriptionImpl implements Subscription {
     for (AckResult r : res) {
       switch (r.outcome()) {
         case LEASE_LOST -> lost++;
-        case DEAD_LETTERED -> deadLettered.incrementAndGet();
+        case DEAD_LETTERED -> count(deadLettered, "dead_lettered", 1);
         case RETRY_SCHEDULED, REDELIVER -> { }
         default -> {
           if (countAcked) {
-            acked.incrementAndGet();
+            count(acked, "acked", 1);
           }
         }
       }
     }
     if (lost > 0) {
-      leaseLost.addAndGet(lost);
+      count(leaseLost, "lease_lost", lost);
       LogThrottle.Decision d = throttle.admit("ack-lease-lost");
       if (d.level() != LogThrottle.Level.SUPPRESS) {
         LOG.warn("{} - {} acknowledgement(s) of {} rejected: the lease expired or was taken over (handlers slower than"

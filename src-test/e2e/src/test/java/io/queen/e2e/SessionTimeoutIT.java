@@ -84,9 +84,9 @@ class SessionTimeoutIT {
     Set<UUID> pushed = new HashSet<>();
     pushed.addAll(push(q, partitions, perPartition, 0));
 
-    // the child leases up to 10 partitions per pop (5 messages each), two workers: about 20 partitions at once
+    // the child's ten workers each hold one partition (5 messages each, 100 ms a message): about 10 partitions at once
     ChildJvm child = ChildJvm.builder(SessionChild.class)
-        .args(db.jdbcUrl(), db.user(), db.password(), q, "doomed-1", String.valueOf(SESSION.toMillis()), "50", "10", "2", "100")
+        .args(db.jdbcUrl(), db.user(), db.password(), q, "doomed-1", String.valueOf(SESSION.toMillis()), "50", "10", "10", "100")
         .jvmOptions("-Xmx128m", "-XX:TieredStopAtLevel=1")
         .echoTo(System.out)
         .start();
@@ -97,7 +97,7 @@ class SessionTimeoutIT {
     AtomicLong killedAt = new AtomicLong();
     Map<String, Long> firstAfterKill = new ConcurrentHashMap<>();
     {
-      Subscription s = survivor.queue(q).consumer().batch(50).partitions(10).concurrency(2).consume(m -> {
+      Subscription s = survivor.queue(q).consumer().batch(50).concurrency(16).consume(m -> {
         long k = killedAt.get();
         if (k != 0) {
           firstAfterKill.putIfAbsent(m.partition(), System.nanoTime());
