@@ -96,14 +96,19 @@ public final class Sql {
         isTransient(e) || e instanceof java.sql.SQLTransientException, sanitize(e));
   }
 
-  /** The refused login (SQLState class 28) in {@code t} or its causes, or {@code null}. */
+  /**
+   * The refused login (SQLState class 28) in {@code t} or its causes, or {@code null}: the innermost one,
+   * which is the server's own (a pool's timeout exception copies the SQLState of the failure under it, but
+   * not the server's message that names the user).
+   */
   public static SQLException loginFailure(Throwable t) {
+    SQLException found = null;
     for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
       if (c instanceof SQLException se && se.getSQLState() != null && se.getSQLState().startsWith("28")) {
-        return se;
+        found = se;
       }
     }
-    return null;
+    return found;
   }
 
   /**
