@@ -88,20 +88,33 @@ public final class QueenBenchmark {
   /** Per partition: the untimed rounds, the measured ones, and a round to spare (batches in flight when a round stops). */
   static final int ONCE_DEPTH = (ONCE_WARMUP_ROUNDS + ONCE_ROUNDS + 1) * ONCE_ROUND / ONCE_PARTITIONS;
   static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",
-      "once_ack_overhead", "kv_put", "kv_incr_hot_key");
+      "once_ack_overhead", "kv_put", "kv_incr_hot_key", "consume_pops", "consume_vs_raw", "consume_claim", "e2e_vs_raw_queue",
+      "dead_tuples_held_xmin", "held_xmin_throughput");
+  /** Figures of more than about a minute each: run with --long, or by name with --only. */
+  static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput");
   static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
-      + "kv_put, kv_incr_hot_key";
+      + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
+      + "held_xmin_throughput";
+  /** The figure names of issue 14 that --only accepts for the phase that prints them. */
+  static final java.util.Map<String, String> ALIASES = java.util.Map.of("consume_pops_per_message", "consume_pops",
+      "consume_empty_pop_share", "consume_pops", "consume_claim_p50_ms", "consume_claim", "consume_claim_p99_ms",
+      "consume_claim", "cursor_updates_per_message", "consume_vs_raw", "cursor_hot_share", "consume_vs_raw");
 
-  private static final String RAW_TABLE = "bench_raw";
+  static final String RAW_TABLE = "bench_raw";
   private static final String RAW_DDL = "CREATE TABLE " + RAW_TABLE + " (id bigserial PRIMARY KEY, partition text NOT NULL, "
       + "payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())";
 
   /** Parsed command line. */
   record Options(Set<String> only, Duration window, Duration warmup, double scale, int popackPartitions, int latencyRate,
-      Duration latencyWindow, int latencyBatch, int latencyPartitions, boolean diagnose) {
+      Duration latencyWindow, int latencyBatch, int latencyPartitions, boolean diagnose, Duration e2eWindow,
+      Duration steadyWindow, Duration heldWindow) {
 
     static Options parse(String[] args) {
-      Set<String> only = new LinkedHashSet<>(NAMES);
+      Set<String> only = null;
+      boolean runLong = false;
+      double e2eSeconds = 60;
+      double steadySeconds = 20;
+      double heldSeconds = 60;
       double seconds = 8;
       double warmup = 2;
       double scale = 1;
@@ -118,6 +131,10 @@ public final class QueenBenchmark {
         }
         if (a.equals("--diagnose")) {
           diagnose = true;
+          continue;
+        }
+        if (a.equals("--long")) {
+          runLong = true;
           continue;
         }
         if (!a.startsWith("--")) {
@@ -140,6 +157,7 @@ public final class QueenBenchmark {
               only = new LinkedHashSet<>();
               for (String n : value.split(",")) {
                 String name = n.trim();
+                name = ALIASES.getOrDefault(name, name);
                 if (name.startsWith("latency")) {
                   name = "latency";
                 }
@@ -161,14 +179,23 @@ public final class QueenBenchmark {
             case "--latency-seconds" -> latencySeconds = range(key, Double.parseDouble(value), 1, 3600);
             case "--latency-batch" -> latencyBatch = (int) range(key, Integer.parseInt(value), 1, 10_000);
             case "--latency-partitions" -> latencyPartitions = (int) range(key, Integer.parseInt(value), 1, 1000);
+            case "--e2e-seconds" -> e2eSeconds = range(key, Double.parseDouble(value), 1, 3600);
+            case "--steady-seconds" -> steadySeconds = range(key, Double.parseDouble(value), 1, 3600);
+            case "--held-seconds" -> heldSeconds = range(key, Double.parseDouble(value), 1, 3600);
             default -> throw new UsageException("unknown option " + key);
           }
         } catch (NumberFormatException e) {
           throw new UsageException(key + ": not a number: '" + value + "'");
         }
       }
+      if (only == null) {
+        only = new LinkedHashSet<>(NAMES);
+        if (!runLong) {
+          only.removeAll(LONG);
+        }
+      }
       return new Options(only, millis(seconds), millis(warmup), scale, popackPartitions, latencyRate, millis(latencySeconds),
-          latencyBatch, latencyPartitions, diagnose);
+          latencyBatch, latencyPartitions, diagnose, millis(e2eSeconds), millis(steadySeconds), millis(heldSeconds));
     }
 
     private static double range(String key, double v, double min, double max) {
@@ -233,7 +260,7 @@ public final class QueenBenchmark {
       }
       System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2] [--scale 1]"
           + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--latency-batch 10]"
-          + " [--latency-partitions 10] [--diagnose]");
+          + " [--latency-partitions 10] [--e2e-seconds 60] [--steady-seconds 20] [--held-seconds 60] [--long] [--diagnose]");
       System.exit(e.getMessage() == null ? 0 : 2);
       return;
     }
@@ -275,6 +302,7 @@ public final class QueenBenchmark {
         s.execute(RAW_DDL);
       }
       queen = EmbeddedQueen.builder().dataSource(queenPool).nodeId("bench").start();
+      EngineBench engine = new EngineBench(this);
       for (String name : options.only()) {
         say("");
         say("== " + name);
@@ -288,6 +316,12 @@ public final class QueenBenchmark {
             case "once_ack_overhead" -> onceAckOverhead();
             case "kv_put" -> kvPut();
             case "kv_incr_hot_key" -> kvIncrHotKey();
+            case "consume_pops" -> engine.consumePops();
+            case "consume_vs_raw" -> engine.consumeVsRaw();
+            case "consume_claim" -> engine.consumeClaim();
+            case "e2e_vs_raw_queue" -> engine.e2eVsRawQueue();
+            case "dead_tuples_held_xmin" -> engine.deadTuplesHeldXmin();
+            case "held_xmin_throughput" -> engine.heldXminThroughput();
             default -> throw new IllegalStateException(name);
           }
         } catch (Exception e) {
@@ -982,6 +1016,41 @@ public final class QueenBenchmark {
 
   // ------------------------------------------------------------------------------------------------------------- helpers
 
+  Options options() {
+    return options;
+  }
+
+  Payloads payloads() {
+    return payloads;
+  }
+
+  TestDatabase db() {
+    return db;
+  }
+
+  Queen queen() {
+    return queen;
+  }
+
+  void row(String name, String queenValue, String baseline, String unit, String ratio, String target, String verdict,
+      String note) {
+    rows.add(new Row(name, queenValue, baseline, unit, ratio, target, verdict, note));
+  }
+
+  void line(String line) {
+    lines.add(line);
+  }
+
+  void deleteQueue(Queen owner, String q) {
+    long t0 = System.nanoTime();
+    try {
+      owner.queue(q).delete();
+      say(String.format(Locale.ROOT, "  (deleted queue %s in %.1f s)", q, (System.nanoTime() - t0) / 1e9));
+    } catch (RuntimeException e) {
+      say("  WARN: could not delete queue " + q + ": " + e);
+    }
+  }
+
   /** A worker that pops a batch and acknowledges it; counts empty pops and acks that did not succeed. */
   private ThroughputRunner.Worker popThenAck(ConsumerBuilder consumer, AtomicLong emptyPops, AtomicLong lost) {
     return popThen(consumer, emptyPops, lost, queen::ack);
@@ -1126,7 +1195,7 @@ public final class QueenBenchmark {
     return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
   }
 
-  private String queueName(String phase) {
+  String queueName(String phase) {
     return "bench-" + runId + "-" + phase;
   }
 
@@ -1140,7 +1209,7 @@ public final class QueenBenchmark {
     }
   }
 
-  private void truncateRaw() throws SQLException {
+  void truncateRaw() throws SQLException {
     try (Connection c = db.connection(); Statement s = c.createStatement()) {
       s.execute("TRUNCATE " + RAW_TABLE + " RESTART IDENTITY");
     }
@@ -1151,7 +1220,7 @@ public final class QueenBenchmark {
    * eventually do, done now so it does not land inside a window at random), and a checkpoint so the window does not pay for
    * the previous phase's dirty pages.
    */
-  private void settle() throws SQLException {
+  void settle() throws SQLException {
     long t0 = System.nanoTime();
     try (Connection c = db.connection(); Statement s = c.createStatement()) {
       s.execute("VACUUM (ANALYZE)");
@@ -1176,15 +1245,15 @@ public final class QueenBenchmark {
     lines.add(figure(name + "_raw_msgs_per_s", rawR.perSecond(), "msgs/s"));
   }
 
-  private static String figure(String name, double value, String unit) {
+  static String figure(String name, double value, String unit) {
     return "FIGURE " + name + " " + num(value, 3) + " " + unit;
   }
 
-  private static String verdict(boolean met) {
+  static String verdict(boolean met) {
     return met ? "met" : "MISSED";
   }
 
-  private static String num(double v, int decimals) {
+  static String num(double v, int decimals) {
     return String.format(Locale.ROOT, "%." + decimals + "f", v);
   }
 
@@ -1193,7 +1262,7 @@ public final class QueenBenchmark {
         r.messages(), r.seconds(), r.total()));
   }
 
-  private static void say(String line) {
+  static void say(String line) {
     System.out.println(line);
   }
 
