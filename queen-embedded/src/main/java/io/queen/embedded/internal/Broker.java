@@ -71,9 +71,9 @@ public final class Broker {
     this.node = node;
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
-        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?)";
+        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[])";
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
-        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[])";
+        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[])";
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt from " + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     this.ackSql = "select idx, outcome from " + this.schema
@@ -105,12 +105,16 @@ public final class Broker {
 
   // ------------------------------------------------------------------------------------------- push
 
-  /** Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes. */
+  /**
+   * Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes. Every
+   * item carries a transaction id (the caller's or a generated one) and a message id made here; a batch
+   * without caller ids goes through {@code push_fast} (its ids are fresh, so there is nothing to de-duplicate).
+   */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
     Prepared p = prepare(items, defaultQueue, null);
     // one statement: auto-commit saves the BEGIN/COMMIT round trips
     List<PushResult> res = Sql.autoCommit(ds, "push", c -> {
-      List<PushResult> fast = p.hasTransactionIds() ? null : pushFast(c, p);
+      List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
       return fast != null ? fast : push(c, p, false);
     });
     afterCommit(p.queueSet());
@@ -183,25 +187,22 @@ public final class Broker {
     return qs;
   }
 
-  private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds) {
+  /**
+   * A push's arrays, in request order: every item has a message id made here and a transaction id (the
+   * caller's, or the text of the message id); {@code callerIds} when any item brought its own.
+   */
+  private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
+      UUID[] ids, boolean callerIds) {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
-    }
-
-    boolean hasTransactionIds() {
-      for (String t : txnIds) {
-        if (t != null) {
-          return true;
-        }
-      }
-      return false;
     }
   }
 
   /**
-   * The common push (existing partitions, unbounded queues, no transaction ids) through
-   * {@code push_fast}: items grouped by partition here, offsets = the partition's first offset + the
-   * item's rank. Returns {@code null}, having changed nothing, when the batch needs the full push.
+   * The common push (existing partitions, unbounded queues, only generated transaction ids, first try)
+   * through {@code push_fast}: items grouped by partition here, offsets = the partition's first offset +
+   * the item's rank; the ids made in {@link #prepare} are stored as they are (fresh, so no de-duplication
+   * is needed). Returns {@code null}, having changed nothing, when the batch needs the full push.
    */
   private List<PushResult> pushFast(Connection c, Prepared p) throws SQLException {
     int n = p.queues.length;
@@ -211,7 +212,7 @@ public final class Broker {
     List<Integer> pairCount = new ArrayList<>();
     Integer[] itemPair = new Integer[n];
     Integer[] itemRank = new Integer[n];
-    UUID[] ids = new UUID[n];
+    UUID[] ids = p.ids;
     for (int i = 0; i < n; i++) {
       String key = p.queues[i] + '\u0000' + p.partitions[i];
       Integer k = pairIndex.get(key);
@@ -225,7 +226,6 @@ public final class Broker {
       itemPair[i] = k + 1;
       itemRank[i] = pairCount.get(k);
       pairCount.set(k, itemRank[i] + 1);
-      ids[i] = randomUuid();
     }
     int m = pairQueues.size();
     long[] first = new long[m + 1];
@@ -238,6 +238,7 @@ public final class Broker {
       st.setArray(5, c.createArrayOf("uuid", ids));
       st.setArray(6, c.createArrayOf("text", p.payloads));
       st.setArray(7, c.createArrayOf("text", p.traceIds));
+      st.setArray(8, c.createArrayOf("text", p.txnIds));
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           first[rs.getInt(1)] = rs.getLong(3);
@@ -251,16 +252,32 @@ public final class Broker {
     List<PushResult> out = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, ids[i], first[itemPair[i]] + itemRank[i],
-          null));
+          p.txnIds[i]));
     }
     return out;
   }
 
-  /** A random (version 4) UUID from the thread's generator: unique, not secret, and no lock shared by pushers. */
-  static UUID randomUuid() {
-    java.util.concurrent.ThreadLocalRandom r = java.util.concurrent.ThreadLocalRandom.current();
-    long msb = (r.nextLong() & 0xffffffffffff0fffL) | 0x0000000000004000L;
-    long lsb = (r.nextLong() & 0x3fffffffffffffffL) | 0x8000000000000000L;
+  /** The last 60-bit time-and-sequence prefix handed out by {@link #timeOrderedUuid} in this JVM. */
+  private static final java.util.concurrent.atomic.AtomicLong LAST_ID_PREFIX = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * A version 7 UUID (RFC 9562): 48 bits of Unix time in milliseconds, the version (7), 12 bits of a
+   * sequence that makes ids of the same millisecond increase (RFC 9562's "method 1"; it carries into the
+   * time field when more than 4096 ids are made in one millisecond), the variant, and 62 random bits from
+   * the thread's generator. So ids made in this JVM are strictly increasing, as numbers and as their
+   * lower-case text, ids of different JVMs are ordered by millisecond, and two ids never collide (one
+   * compare-and-set per id; no lock shared by pushers). Not secret.
+   */
+  static UUID timeOrderedUuid() {
+    long now = System.currentTimeMillis() << 12;
+    long prev;
+    long next;
+    do {
+      prev = LAST_ID_PREFIX.get();
+      next = Math.max(now, prev + 1);
+    } while (!LAST_ID_PREFIX.compareAndSet(prev, next));
+    long msb = ((next >>> 12) << 16) | 0x7000L | (next & 0xfffL);
+    long lsb = (java.util.concurrent.ThreadLocalRandom.current().nextLong() & 0x3fffffffffffffffL) | 0x8000000000000000L;
     return new UUID(msb, lsb);
   }
 
@@ -278,6 +295,8 @@ public final class Broker {
     String[] pl = new String[n];
     String[] tx = new String[n];
     String[] tr = new String[n];
+    UUID[] ids = new UUID[n];
+    boolean callerIds = false;
     for (int i = 0; i < n; i++) {
       PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
       String q = it.queue() != null ? it.queue() : defaultQueue;
@@ -287,10 +306,12 @@ public final class Broker {
       qs[i] = Names.queue(q);
       ps[i] = it.partition();
       pl[i] = payloadJson != null ? payloadJson.get(i) : payloadJson(it.payload(), "items[" + i + "].payload");
-      tx[i] = it.transactionId();
+      ids[i] = timeOrderedUuid();
+      callerIds |= it.transactionId() != null;
+      tx[i] = it.transactionId() != null ? it.transactionId() : ids[i].toString();
       tr[i] = it.traceId();
     }
-    return new Prepared(qs, ps, pl, tx, tr);
+    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds);
   }
 
   private List<PushResult> push(Connection c, Prepared p, boolean notify) throws SQLException {
@@ -302,6 +323,7 @@ public final class Broker {
       st.setArray(4, c.createArrayOf("text", p.txnIds));
       st.setArray(5, c.createArrayOf("text", p.traceIds));
       st.setBoolean(6, notify);
+      st.setArray(7, c.createArrayOf("uuid", p.ids));
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int i = rs.getInt(1) - 1;
