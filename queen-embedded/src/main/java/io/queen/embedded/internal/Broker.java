@@ -60,10 +60,17 @@ public final class Broker {
   private final String shrinkSql;
   private final String deadLetterAutoAckedSql;
   private final int maxPayloadBytes;
+  private final long pushRetryNanos;
+  private final LogThrottle recoveries = new LogThrottle();
 
+  /**
+   * @param pushRetryWindow how long a push Queen owns is tried again after its first transient failure (the
+   *     node's {@code connectTimeout})
+   */
   public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics,
-      int maxPayloadBytes) {
+      int maxPayloadBytes, Duration pushRetryWindow) {
     this.ds = ds;
+    this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
     this.metrics = metrics;
     this.schema = Sql.quoteIdent(schema);
@@ -106,20 +113,96 @@ public final class Broker {
   // ------------------------------------------------------------------------------------------- push
 
   /**
-   * Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes. Every
-   * item carries a transaction id (the caller's or a generated one) and a message id made here; a batch
-   * without caller ids goes through {@code push_fast} (its ids are fresh, so there is nothing to de-duplicate).
+   * Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes.
+   *
+   * <p>A transient failure is tried again, with jittered back-off, until {@code connectTimeout} has passed
+   * since the first failure. Every item carries a transaction id (the caller's or a generated one) and a
+   * message id made here, the same in every try. The first try of a batch without caller ids goes through
+   * {@code push_fast} (its ids are fresh, so there is nothing to de-duplicate). A try whose connection was
+   * lost while the statement ran may have committed: every later try goes through the de-duplicating
+   * {@code push}, and an item it reports {@code duplicate} of a stored message <em>with the message id this
+   * call sent for it</em> was stored by that earlier try: it is reported QUEUED (once, from the caller's
+   * view). Any other duplicate (a caller's transaction id stored by an earlier, separate push, or repeated
+   * within the batch) stays DUPLICATE, exactly as on a first try. Giving up after such a try throws
+   * {@link PushOutcomeUnknownException} with the items and the ids used.
    */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
     Prepared p = prepare(items, defaultQueue, null);
-    // one statement: auto-commit saves the BEGIN/COMMIT round trips
-    List<PushResult> res = Sql.autoCommit(ds, "push", c -> {
-      List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
-      return fast != null ? fast : push(c, p, false);
-    });
+    List<PushResult> res = pushRetrying(p);
     afterCommit(p.queueSet());
     metrics.pushed(res);
     return res;
+  }
+
+  private List<PushResult> pushRetrying(Prepared p) {
+    long firstFailure = 0;
+    boolean uncertain = false; // an earlier try may have committed
+    for (int attempt = 0; ; attempt++) {
+      boolean sent = false;
+      // one statement: auto-commit saves the BEGIN/COMMIT round trips
+      try (Connection c = ds.getConnection()) {
+        if (!c.getAutoCommit()) {
+          c.setAutoCommit(true);
+        }
+        sent = true;
+        if (uncertain) {
+          List<PushResult> res = reconcile(p, push(c, p, false));
+          LogThrottle.Decision d = recoveries.admit("push-recovered");
+          if (d.level() != LogThrottle.Level.SUPPRESS) {
+            LOG.info("{} - a push of {} item(s) whose connection was lost was completed by try {}, de-duplicated by"
+                + " transaction id: stored once{}", node, p.queues.length, attempt + 1,
+                d.suppressedBefore() > 0 ? " (" + d.suppressedBefore() + " more such pushes in the last minute)" : "");
+          }
+          return res;
+        }
+        List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
+        return fast != null ? fast : push(c, p, false);
+      } catch (SQLException e) {
+        boolean lost = sent && Sql.isConnectionLoss(e);
+        uncertain |= lost;
+        boolean retriable = Sql.isConnectionLoss(e) || Sql.isTransient(e) || e instanceof java.sql.SQLTransientException;
+        long now = System.nanoTime();
+        if (attempt == 0) {
+          firstFailure = now;
+        }
+        long pause = retryPause(attempt);
+        if (retriable && now + pause * 1_000_000L - firstFailure < pushRetryNanos) {
+          LOG.debug("{} - push try {} failed ({}); trying again in {} ms", node, attempt + 1, Sql.describe(e), pause);
+          try {
+            Thread.sleep(pause);
+            continue;
+          } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt(); // give up now, and say how
+          }
+        }
+        io.queen.QueenException ex = Sql.translate("push", e);
+        if (uncertain && ex instanceof io.queen.QueenDatabaseException qde) {
+          throw new io.queen.PushOutcomeUnknownException(qde, p.itemsWithIds());
+        }
+        throw ex;
+      }
+    }
+  }
+
+  /** The pause before try {@code attempt + 2}: 10 ms doubling up to 500 ms, jittered over its upper half. */
+  private static long retryPause(int attempt) {
+    long max = Math.min(500, 10L << Math.min(attempt, 6));
+    return max / 2 + java.util.concurrent.ThreadLocalRandom.current().nextLong(max / 2 + 1);
+  }
+
+  /**
+   * The results of a de-duplicating try that follows a try of unknown outcome: an item reported duplicate of
+   * the very message id this call sent for it was stored by the earlier try, so it is QUEUED.
+   */
+  private static List<PushResult> reconcile(Prepared p, List<PushResult> res) {
+    List<PushResult> out = new ArrayList<>(res.size());
+    for (PushResult r : res) {
+      out.add(r.isDuplicate() && p.ids[r.index()].equals(r.messageId())
+          ? new PushResult(r.index(), r.queue(), r.partition(), PushStatus.QUEUED, r.messageId(), r.offset(),
+              r.transactionId())
+          : r);
+    }
+    return out;
   }
 
   /**
@@ -192,9 +275,19 @@ public final class Broker {
    * caller's, or the text of the message id); {@code callerIds} when any item brought its own.
    */
   private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
-      UUID[] ids, boolean callerIds) {
+      UUID[] ids, boolean callerIds, List<PushItem> items) {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
+    }
+
+    /** The items with their queue, partition and transaction id filled in, for a retry by the caller. */
+    List<PushItem> itemsWithIds() {
+      List<PushItem> out = new ArrayList<>(items.size());
+      for (int i = 0; i < items.size(); i++) {
+        PushItem it = items.get(i);
+        out.add(new PushItem(queues[i], partitions[i], it.payload(), txnIds[i], it.traceId()));
+      }
+      return out;
     }
   }
 
@@ -311,7 +404,7 @@ public final class Broker {
       tx[i] = it.transactionId() != null ? it.transactionId() : ids[i].toString();
       tr[i] = it.traceId();
     }
-    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds);
+    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds, items);
   }
 
   private List<PushResult> push(Connection c, Prepared p, boolean notify) throws SQLException {
