@@ -265,7 +265,7 @@ class PushRetryTest {
               }
             }
           }
-          Thread.sleep(ThreadLocalRandom.current().nextInt(2, 20));
+          Thread.sleep(ThreadLocalRandom.current().nextInt(5, 30));
         }
       } catch (SQLException | InterruptedException e) {
         throw new IllegalStateException(e);

@@ -9,8 +9,11 @@ import io.queen.Message;
 import io.queen.Names;
 import io.queen.PayloadSerializationException;
 import io.queen.PushItem;
+import io.queen.PushOutcomeUnknownException;
 import io.queen.PushResult;
 import io.queen.PushStatus;
+import io.queen.QueenDatabaseException;
+import io.queen.QueenException;
 import io.queen.QueueConfig;
 import io.queen.QueueFullException;
 import java.sql.Array;
@@ -18,6 +21,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.SQLTransientException;
 import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Duration;
@@ -160,7 +164,7 @@ public final class Broker {
       } catch (SQLException e) {
         boolean lost = sent && Sql.isConnectionLoss(e);
         uncertain |= lost;
-        boolean retriable = Sql.isConnectionLoss(e) || Sql.isTransient(e) || e instanceof java.sql.SQLTransientException;
+        boolean retriable = Sql.isConnectionLoss(e) || Sql.isTransient(e) || e instanceof SQLTransientException;
         long now = System.nanoTime();
         if (attempt == 0) {
           firstFailure = now;
@@ -175,9 +179,9 @@ public final class Broker {
             Thread.currentThread().interrupt(); // give up now, and say how
           }
         }
-        io.queen.QueenException ex = Sql.translate("push", e);
-        if (uncertain && ex instanceof io.queen.QueenDatabaseException qde) {
-          throw new io.queen.PushOutcomeUnknownException(qde, p.itemsWithIds());
+        QueenException ex = Sql.translate("push", e);
+        if (uncertain && ex instanceof QueenDatabaseException qde) {
+          throw new PushOutcomeUnknownException(qde, p.itemsWithIds());
         }
         throw ex;
       }
