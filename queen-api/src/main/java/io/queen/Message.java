@@ -69,11 +69,18 @@ public final class Message {
     return offset;
   }
 
+  /**
+   * The message's id, made by the node that pushed it: a version 7 UUID (time-ordered; see
+   * {@link PushResult#messageId()}). Messages stored before schema version 13 have random version 4 ids.
+   */
   public UUID id() {
     return id;
   }
 
-  /** The de-duplication key given at push, or {@code null}. */
+  /**
+   * The de-duplication key given at push, or, for a message pushed without one, the transaction id Queen generated:
+   * the text of {@link #id()}. {@code null} only for messages stored before Queen generated ids (schema version 13).
+   */
   public String transactionId() {
     return transactionId;
   }

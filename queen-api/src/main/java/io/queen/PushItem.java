@@ -12,7 +12,10 @@ import java.util.Objects;
  * @param queue the queue, or {@code null} to use the queue of the call that pushes it
  * @param partition the partition name ({@link Queen#DEFAULT_PARTITION} when created with {@link #of(Object)})
  * @param payload the payload
- * @param transactionId a de-duplication key unique within the partition, or {@code null}
+ * @param transactionId a de-duplication key unique within the partition, or {@code null}: Queen then gives the
+ *     stored message a transaction id of its own, the text of the message's id (a UUIDv7, see
+ *     {@link PushResult#transactionId()}); a copy of this item carrying that id is what to push again after a
+ *     {@link PushOutcomeUnknownException} ({@link PushOutcomeUnknownException#items()})
  * @param traceId a caller-chosen trace id stored with the message, or {@code null}
  */
 public record PushItem(String queue, String partition, Object payload, String transactionId, String traceId) {

@@ -8,16 +8,25 @@ package io.queen;
  * errors (SQLState classes 22 and 23) are redacted. The cause is a sanitised copy of the driver's
  * {@link java.sql.SQLException}: the same SQLState, error code and stack trace, the same sanitised
  * message, so a logged stack trace prints nothing more.
+ *
+ * <p>Not final: a push that Queen gave up on after its connection was lost throws the subclass
+ * {@link PushOutcomeUnknownException}, which also carries the items to push again.
  */
-public final class QueenDatabaseException extends QueenException {
+public class QueenDatabaseException extends QueenException {
   private static final long serialVersionUID = 1L;
   private final String operation;
   private final String sqlState;
   private final boolean transientFailure;
 
   public QueenDatabaseException(String operation, String sqlState, boolean transientFailure, Throwable cause) {
+    this(operation, sqlState, transientFailure, cause, "");
+  }
+
+  /** For subclasses: the same message with {@code more} appended (it must not hold payloads or statement text). */
+  protected QueenDatabaseException(String operation, String sqlState, boolean transientFailure, Throwable cause,
+      String more) {
     super(operation + " failed: " + (cause == null ? "unknown" : cause.getMessage())
-        + " [SQLState " + sqlState + (transientFailure ? ", transient" : "") + "]", cause);
+        + " [SQLState " + sqlState + (transientFailure ? ", transient" : "") + "]" + more, cause);
     this.operation = operation;
     this.sqlState = sqlState;
     this.transientFailure = transientFailure;

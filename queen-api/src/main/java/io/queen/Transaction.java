@@ -22,6 +22,18 @@ import java.util.List;
  * {@code getPrefix} here on purpose: its cost is unbounded and a bundle holds locks; use
  * {@link Kv#getPrefix} outside.
  *
+ * <p>Pushed items get transaction ids like any push: the caller's, or one Queen generates (the text of the
+ * message's id, see {@link PushResult#transactionId()}).
+ *
+ * <p><b>What is retried.</b> {@link #commit()} retries serialization failures, deadlocks and lock timeouts
+ * (the transaction was rolled back, so nothing of it applied). It does <em>not</em> retry a commit whose
+ * connection was lost: the outcome is then unknown, and a bundle with acks and KV writes cannot be told
+ * apart from its own earlier try by transaction ids (its {@code once} would report {@code EXISTS}, an
+ * {@code incr} would count twice). That surfaces as a transient {@link QueenDatabaseException}: check what
+ * the bundle did (its marker, its ack) before running it again, or use {@link Queen#push} for pushes alone,
+ * which Queen retries safely. {@link #commit(Connection)} is never retried by Queen: the caller owns the
+ * transaction.
+ *
  * <p>Not thread-safe; commit once (a second commit, or adding after a commit, is an
  * {@link IllegalStateException}).
  */

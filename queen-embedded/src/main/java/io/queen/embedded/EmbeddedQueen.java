@@ -208,6 +208,10 @@ public final class EmbeddedQueen {
      * ({@link io.queen.DatabaseLoginException}). A call that gets no connection in time fails with a
      * transient {@code QueenDatabaseException}. With {@link #dataSource} the application's pool decides
      * (set its connection timeout).
+     *
+     * <p>It is also, with either form, how long a push keeps trying again after its first transient failure
+     * (a lost connection, a terminated backend, a serialization failure or deadlock): see
+     * {@link io.queen.Queen#push}.
      */
     public Builder connectTimeout(Duration timeout) {
       this.connectTimeout = Objects.requireNonNull(timeout, "connectTimeout");

@@ -9,8 +9,11 @@ import io.queen.Message;
 import io.queen.Names;
 import io.queen.PayloadSerializationException;
 import io.queen.PushItem;
+import io.queen.PushOutcomeUnknownException;
 import io.queen.PushResult;
 import io.queen.PushStatus;
+import io.queen.QueenDatabaseException;
+import io.queen.QueenException;
 import io.queen.QueueConfig;
 import io.queen.QueueFullException;
 import java.sql.Array;
@@ -18,6 +21,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.SQLTransientException;
 import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Duration;
@@ -60,10 +64,17 @@ public final class Broker {
   private final String shrinkSql;
   private final String deadLetterAutoAckedSql;
   private final int maxPayloadBytes;
+  private final long pushRetryNanos;
+  private final LogThrottle recoveries = new LogThrottle();
 
+  /**
+   * @param pushRetryWindow how long a push Queen owns is tried again after its first transient failure (the
+   *     node's {@code connectTimeout})
+   */
   public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics,
-      int maxPayloadBytes) {
+      int maxPayloadBytes, Duration pushRetryWindow) {
     this.ds = ds;
+    this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
     this.metrics = metrics;
     this.schema = Sql.quoteIdent(schema);
@@ -71,9 +82,9 @@ public final class Broker {
     this.node = node;
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
-        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?)";
+        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[])";
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
-        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[])";
+        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[])";
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt from " + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     this.ackSql = "select idx, outcome from " + this.schema
@@ -105,17 +116,97 @@ public final class Broker {
 
   // ------------------------------------------------------------------------------------------- push
 
-  /** Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes. */
+  /**
+   * Pushes in a transaction Queen owns; after the commit wakes local waiters and notifies other nodes.
+   *
+   * <p>A transient failure is tried again, with jittered back-off, until {@code connectTimeout} has passed
+   * since the first failure. Every item carries a transaction id (the caller's or a generated one) and a
+   * message id made here, the same in every try. The first try of a batch without caller ids goes through
+   * {@code push_fast} (its ids are fresh, so there is nothing to de-duplicate). A try whose connection was
+   * lost while the statement ran may have committed: every later try goes through the de-duplicating
+   * {@code push}, and an item it reports {@code duplicate} of a stored message <em>with the message id this
+   * call sent for it</em> was stored by that earlier try: it is reported QUEUED (once, from the caller's
+   * view). Any other duplicate (a caller's transaction id stored by an earlier, separate push, or repeated
+   * within the batch) stays DUPLICATE, exactly as on a first try. Giving up after such a try throws
+   * {@link PushOutcomeUnknownException} with the items and the ids used.
+   */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
     Prepared p = prepare(items, defaultQueue, null);
-    // one statement: auto-commit saves the BEGIN/COMMIT round trips
-    List<PushResult> res = Sql.autoCommit(ds, "push", c -> {
-      List<PushResult> fast = p.hasTransactionIds() ? null : pushFast(c, p);
-      return fast != null ? fast : push(c, p, false);
-    });
+    List<PushResult> res = pushRetrying(p);
     afterCommit(p.queueSet());
     metrics.pushed(res);
     return res;
+  }
+
+  private List<PushResult> pushRetrying(Prepared p) {
+    long firstFailure = 0;
+    boolean uncertain = false; // an earlier try may have committed
+    for (int attempt = 0; ; attempt++) {
+      boolean sent = false;
+      // one statement: auto-commit saves the BEGIN/COMMIT round trips
+      try (Connection c = ds.getConnection()) {
+        if (!c.getAutoCommit()) {
+          c.setAutoCommit(true);
+        }
+        sent = true;
+        if (uncertain) {
+          List<PushResult> res = reconcile(p, push(c, p, false));
+          LogThrottle.Decision d = recoveries.admit("push-recovered");
+          if (d.level() != LogThrottle.Level.SUPPRESS) {
+            LOG.info("{} - a push of {} item(s) whose connection was lost was completed by try {}, de-duplicated by"
+                + " transaction id: stored once{}", node, p.queues.length, attempt + 1,
+                d.suppressedBefore() > 0 ? " (" + d.suppressedBefore() + " more such pushes in the last minute)" : "");
+          }
+          return res;
+        }
+        List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
+        return fast != null ? fast : push(c, p, false);
+      } catch (SQLException e) {
+        boolean lost = sent && Sql.isConnectionLoss(e);
+        uncertain |= lost;
+        boolean retriable = Sql.isConnectionLoss(e) || Sql.isTransient(e) || e instanceof SQLTransientException;
+        long now = System.nanoTime();
+        if (attempt == 0) {
+          firstFailure = now;
+        }
+        long pause = retryPause(attempt);
+        if (retriable && now + pause * 1_000_000L - firstFailure < pushRetryNanos) {
+          LOG.debug("{} - push try {} failed ({}); trying again in {} ms", node, attempt + 1, Sql.describe(e), pause);
+          try {
+            Thread.sleep(pause);
+            continue;
+          } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt(); // give up now, and say how
+          }
+        }
+        QueenException ex = Sql.translate("push", e);
+        if (uncertain && ex instanceof QueenDatabaseException qde) {
+          throw new PushOutcomeUnknownException(qde, p.itemsWithIds());
+        }
+        throw ex;
+      }
+    }
+  }
+
+  /** The pause before try {@code attempt + 2}: 10 ms doubling up to 500 ms, jittered over its upper half. */
+  private static long retryPause(int attempt) {
+    long max = Math.min(500, 10L << Math.min(attempt, 6));
+    return max / 2 + java.util.concurrent.ThreadLocalRandom.current().nextLong(max / 2 + 1);
+  }
+
+  /**
+   * The results of a de-duplicating try that follows a try of unknown outcome: an item reported duplicate of
+   * the very message id this call sent for it was stored by the earlier try, so it is QUEUED.
+   */
+  private static List<PushResult> reconcile(Prepared p, List<PushResult> res) {
+    List<PushResult> out = new ArrayList<>(res.size());
+    for (PushResult r : res) {
+      out.add(r.isDuplicate() && p.ids[r.index()].equals(r.messageId())
+          ? new PushResult(r.index(), r.queue(), r.partition(), PushStatus.QUEUED, r.messageId(), r.offset(),
+              r.transactionId())
+          : r);
+    }
+    return out;
   }
 
   /**
@@ -183,25 +274,32 @@ public final class Broker {
     return qs;
   }
 
-  private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds) {
+  /**
+   * A push's arrays, in request order: every item has a message id made here and a transaction id (the
+   * caller's, or the text of the message id); {@code callerIds} when any item brought its own.
+   */
+  private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
+      UUID[] ids, boolean callerIds, List<PushItem> items) {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
     }
 
-    boolean hasTransactionIds() {
-      for (String t : txnIds) {
-        if (t != null) {
-          return true;
-        }
+    /** The items with their queue, partition and transaction id filled in, for a retry by the caller. */
+    List<PushItem> itemsWithIds() {
+      List<PushItem> out = new ArrayList<>(items.size());
+      for (int i = 0; i < items.size(); i++) {
+        PushItem it = items.get(i);
+        out.add(new PushItem(queues[i], partitions[i], it.payload(), txnIds[i], it.traceId()));
       }
-      return false;
+      return out;
     }
   }
 
   /**
-   * The common push (existing partitions, unbounded queues, no transaction ids) through
-   * {@code push_fast}: items grouped by partition here, offsets = the partition's first offset + the
-   * item's rank. Returns {@code null}, having changed nothing, when the batch needs the full push.
+   * The common push (existing partitions, unbounded queues, only generated transaction ids, first try)
+   * through {@code push_fast}: items grouped by partition here, offsets = the partition's first offset +
+   * the item's rank; the ids made in {@link #prepare} are stored as they are (fresh, so no de-duplication
+   * is needed). Returns {@code null}, having changed nothing, when the batch needs the full push.
    */
   private List<PushResult> pushFast(Connection c, Prepared p) throws SQLException {
     int n = p.queues.length;
@@ -211,7 +309,7 @@ public final class Broker {
     List<Integer> pairCount = new ArrayList<>();
     Integer[] itemPair = new Integer[n];
     Integer[] itemRank = new Integer[n];
-    UUID[] ids = new UUID[n];
+    UUID[] ids = p.ids;
     for (int i = 0; i < n; i++) {
       String key = p.queues[i] + '\u0000' + p.partitions[i];
       Integer k = pairIndex.get(key);
@@ -225,7 +323,6 @@ public final class Broker {
       itemPair[i] = k + 1;
       itemRank[i] = pairCount.get(k);
       pairCount.set(k, itemRank[i] + 1);
-      ids[i] = randomUuid();
     }
     int m = pairQueues.size();
     long[] first = new long[m + 1];
@@ -238,6 +335,7 @@ public final class Broker {
       st.setArray(5, c.createArrayOf("uuid", ids));
       st.setArray(6, c.createArrayOf("text", p.payloads));
       st.setArray(7, c.createArrayOf("text", p.traceIds));
+      st.setArray(8, c.createArrayOf("text", p.txnIds));
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           first[rs.getInt(1)] = rs.getLong(3);
@@ -251,16 +349,32 @@ public final class Broker {
     List<PushResult> out = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, ids[i], first[itemPair[i]] + itemRank[i],
-          null));
+          p.txnIds[i]));
     }
     return out;
   }
 
-  /** A random (version 4) UUID from the thread's generator: unique, not secret, and no lock shared by pushers. */
-  static UUID randomUuid() {
-    java.util.concurrent.ThreadLocalRandom r = java.util.concurrent.ThreadLocalRandom.current();
-    long msb = (r.nextLong() & 0xffffffffffff0fffL) | 0x0000000000004000L;
-    long lsb = (r.nextLong() & 0x3fffffffffffffffL) | 0x8000000000000000L;
+  /** The last 60-bit time-and-sequence prefix handed out by {@link #timeOrderedUuid} in this JVM. */
+  private static final java.util.concurrent.atomic.AtomicLong LAST_ID_PREFIX = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * A version 7 UUID (RFC 9562): 48 bits of Unix time in milliseconds, the version (7), 12 bits of a
+   * sequence that makes ids of the same millisecond increase (RFC 9562's "method 1"; it carries into the
+   * time field when more than 4096 ids are made in one millisecond), the variant, and 62 random bits from
+   * the thread's generator. So ids made in this JVM are strictly increasing, as numbers and as their
+   * lower-case text, ids of different JVMs are ordered by millisecond, and two ids never collide (one
+   * compare-and-set per id; no lock shared by pushers). Not secret.
+   */
+  static UUID timeOrderedUuid() {
+    long now = System.currentTimeMillis() << 12;
+    long prev;
+    long next;
+    do {
+      prev = LAST_ID_PREFIX.get();
+      next = Math.max(now, prev + 1);
+    } while (!LAST_ID_PREFIX.compareAndSet(prev, next));
+    long msb = ((next >>> 12) << 16) | 0x7000L | (next & 0xfffL);
+    long lsb = (java.util.concurrent.ThreadLocalRandom.current().nextLong() & 0x3fffffffffffffffL) | 0x8000000000000000L;
     return new UUID(msb, lsb);
   }
 
@@ -278,6 +392,8 @@ public final class Broker {
     String[] pl = new String[n];
     String[] tx = new String[n];
     String[] tr = new String[n];
+    UUID[] ids = new UUID[n];
+    boolean callerIds = false;
     for (int i = 0; i < n; i++) {
       PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
       String q = it.queue() != null ? it.queue() : defaultQueue;
@@ -287,10 +403,12 @@ public final class Broker {
       qs[i] = Names.queue(q);
       ps[i] = it.partition();
       pl[i] = payloadJson != null ? payloadJson.get(i) : payloadJson(it.payload(), "items[" + i + "].payload");
-      tx[i] = it.transactionId();
+      ids[i] = timeOrderedUuid();
+      callerIds |= it.transactionId() != null;
+      tx[i] = it.transactionId() != null ? it.transactionId() : ids[i].toString();
       tr[i] = it.traceId();
     }
-    return new Prepared(qs, ps, pl, tx, tr);
+    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds, items);
   }
 
   private List<PushResult> push(Connection c, Prepared p, boolean notify) throws SQLException {
@@ -302,6 +420,7 @@ public final class Broker {
       st.setArray(4, c.createArrayOf("text", p.txnIds));
       st.setArray(5, c.createArrayOf("text", p.traceIds));
       st.setBoolean(6, notify);
+      st.setArray(7, c.createArrayOf("uuid", p.ids));
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int i = rs.getInt(1) - 1;

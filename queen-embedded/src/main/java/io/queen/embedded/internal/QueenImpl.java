@@ -59,7 +59,8 @@ public final class QueenImpl implements Queen {
     this.codec = new JsonCodec(config.mapper());
     this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
     this.metrics = config.meterRegistry() == null ? Metrics.NOOP : new MicrometerMetrics(config.meterRegistry());
-    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes());
+    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
+        config.connectTimeout());
     this.status = new StatusReader(ds, broker.schema());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
     this.kvStore = Extensions.kvStore(this);
