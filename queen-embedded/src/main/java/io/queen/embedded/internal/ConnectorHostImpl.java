@@ -67,6 +67,11 @@ final class ConnectorHostImpl implements ConnectorHost {
   }
 
   @Override
+  public boolean runConnectors() {
+    return q.config().runConnectors();
+  }
+
+  @Override
   public Duration connectorRefresh() {
     return q.config().connectorRefresh();
   }

@@ -41,6 +41,9 @@ public interface ConnectorHost {
   /** Connector threads per node (the builder's {@code connectorThreads}, the seed's QUEEN_PG_THREADS). */
   int connectorThreads();
 
+  /** Whether this node runs connector workers (the builder's {@code runConnectors}); it serves the registry either way. */
+  boolean runConnectors();
+
   /** How often the registry is re-read (the builder's {@code connectorRefresh}, 5 s by default). */
   Duration connectorRefresh();
 
