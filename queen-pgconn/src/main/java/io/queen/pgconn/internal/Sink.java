@@ -664,8 +664,17 @@ final class Sink {
   private String errorText(Exception e) {
     if (e instanceof SQLException se) {
       SQLException inner = se.getNextException() != null ? se.getNextException() : se;
-      String d = host.describe(inner);
-      return d;
+      StringBuilder d = new StringBuilder(host.describe(inner));
+      if (inner instanceof org.postgresql.util.PSQLException pe && pe.getServerErrorMessage() != null) {
+        var sm = pe.getServerErrorMessage(); // names of objects, never values
+        for (String[] part : new String[][] {{"constraint", sm.getConstraint()}, {"column", sm.getColumn()},
+            {"type", sm.getDatatype()}, {"table", sm.getTable()}}) {
+          if (part[1] != null) {
+            d.append("; ").append(part[0]).append(' ').append(part[1]);
+          }
+        }
+      }
+      return d.toString();
     }
     return e.getMessage();
   }
