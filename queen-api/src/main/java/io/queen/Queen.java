@@ -97,6 +97,18 @@ public interface Queen extends AutoCloseable {
   /** The transactional key/value store. */
   Kv kv();
 
+  /**
+   * The connector registry (Postgres sinks and sources). Needs {@code io.queen:queen-pgconn} on the
+   * classpath; without it this throws {@link UnsupportedOperationException} naming that dependency.
+   */
+  default Connectors connectors() {
+    throw new UnsupportedOperationException(CONNECTORS_MISSING);
+  }
+
+  /** The message of {@link #connectors()} when queen-pgconn is not on the classpath. */
+  String CONNECTORS_MISSING = "connectors need the module io.queen:queen-pgconn on the classpath: add the Maven"
+      + " dependency <groupId>io.queen</groupId><artifactId>queen-pgconn</artifactId> next to queen-embedded";
+
   /** A consistent snapshot of queues, partitions, group lag and leases. */
   Status status();
 

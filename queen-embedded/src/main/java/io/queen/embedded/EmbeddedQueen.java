@@ -49,6 +49,13 @@ public final class EmbeddedQueen {
   /** Longest {@link Builder#sessionTimeout}: 10 min. */
   public static final Duration MAX_SESSION_TIMEOUT = Duration.ofMinutes(10);
 
+  /** Default connector threads per node (the seed's {@code QUEEN_PG_THREADS}): {@value}. */
+  public static final int DEFAULT_CONNECTOR_THREADS = 2;
+  /** Default period at which every node re-reads the connector documents: 5 s. */
+  public static final Duration DEFAULT_CONNECTOR_REFRESH = Duration.ofSeconds(5);
+  /** The environment variable read for the node's encryption key when the builder gives none. */
+  public static final String ENCRYPTION_KEY_ENV = "QUEEN_ENCRYPTION_KEY";
+
   private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
   private static final Pattern SCHEMA = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
   private static final Pattern NODE = Pattern.compile("[A-Za-z0-9._-]{1,64}");
@@ -80,8 +87,46 @@ public final class EmbeddedQueen {
     private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
     private Duration connectTimeout = DEFAULT_CONNECT_TIMEOUT;
     private Duration sessionTimeout = DEFAULT_SESSION_TIMEOUT;
+    private String encryptionKey;
+    private boolean encryptionKeySet;
+    private int connectorThreads = DEFAULT_CONNECTOR_THREADS;
+    private Duration connectorRefresh = DEFAULT_CONNECTOR_REFRESH;
+    private boolean runConnectors = true;
 
     private Builder() {}
+
+    /**
+     * The node's AES-256 key as 64 hex digits, used to seal the passwords of connector documents
+     * (AES-256-GCM). Default: the environment variable {@value #ENCRYPTION_KEY_ENV}, else none (then a
+     * connector document that carries a password is refused on this node, with an error that says so).
+     * Every node of a cluster needs the same key. {@code null} means none, whatever the environment says.
+     */
+    public Builder encryptionKey(String hex64) {
+      this.encryptionKey = hex64;
+      this.encryptionKeySet = true;
+      return this;
+    }
+
+    /** Threads per node for connector work (1..64; default 2, the seed's QUEEN_PG_THREADS). */
+    public Builder connectorThreads(int threads) {
+      this.connectorThreads = threads;
+      return this;
+    }
+
+    /** How often this node re-reads the connector documents (100 ms .. 10 min; default 5 s). */
+    public Builder connectorRefresh(Duration period) {
+      this.connectorRefresh = Objects.requireNonNull(period, "connectorRefresh");
+      return this;
+    }
+
+    /**
+     * Whether this node runs connector workers when queen-pgconn is on the classpath (default true). A node
+     * with {@code false} (a producer-only service, a test observer) still serves {@code Queen.connectors()}.
+     */
+    public Builder runConnectors(boolean run) {
+      this.runConnectors = run;
+      return this;
+    }
 
     /** The application's DataSource. Queen borrows connections and never closes it. */
     public Builder dataSource(DataSource dataSource) {
@@ -276,6 +321,20 @@ public final class EmbeddedQueen {
       }
       between(errors, "connectTimeout", connectTimeout, Duration.ofMillis(250), Duration.ofMinutes(5));
       between(errors, "sessionTimeout", sessionTimeout, MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT);
+      String keyHex = encryptionKeySet ? encryptionKey : System.getenv(ENCRYPTION_KEY_ENV);
+      byte[] key = null;
+      if (keyHex != null) {
+        if (!keyHex.matches("[0-9a-fA-F]{64}")) {
+          errors.add("encryptionKey must be 64 hex digits (32 bytes, e.g. openssl rand -hex 32), was " + keyHex.length()
+              + " character(s)" + (encryptionKeySet ? "" : " (from " + ENCRYPTION_KEY_ENV + ")"));
+        } else {
+          key = java.util.HexFormat.of().parseHex(keyHex);
+        }
+      }
+      if (connectorThreads < 1 || connectorThreads > 64) {
+        errors.add("connectorThreads must be 1..64, was " + connectorThreads);
+      }
+      between(errors, "connectorRefresh", connectorRefresh, Duration.ofMillis(100), Duration.ofMinutes(10));
       if (!errors.isEmpty()) {
         throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
             + String.join("; ", errors));
@@ -283,7 +342,7 @@ public final class EmbeddedQueen {
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
-          sessionTimeout);
+          sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors);
     }
 
     /**

@@ -1,7 +1,7 @@
 /**
- * Postgres connectors for Queen: a source that streams a table into a queue through logical replication
- * (pgoutput), and a sink that writes a queue into a table. Not built yet: this module is a placeholder
- * so the layout and the dependency direction (queen-pgconn depends on queen-embedded) are fixed. See
- * the module README.
+ * Postgres connectors for Queen: the connector registry ({@link io.queen.Queen#connectors()}) and the sink
+ * that writes a queue into a table exactly once. Everything is found through
+ * {@link java.util.ServiceLoader}: put this module on the classpath next to queen-embedded. The
+ * implementation is in {@code io.queen.pgconn.internal}. See the module README.
  */
 package io.queen.pgconn;

@@ -192,8 +192,19 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
     return start(null, null, null, handler);
   }
 
+  /** For the connector SPI: a loop whose batch handler acknowledges by itself; threads named by {@code role}. */
+  Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role) {
+    Objects.requireNonNull(handler, "handler");
+    return start(null, null, null, null, handler, role);
+  }
+
   private Subscription start(MessageHandler one, BatchHandler many, TransactionalHandler txOne,
       TransactionalBatchHandler txMany) {
+    return start(one, many, txOne, txMany, null, null);
+  }
+
+  private Subscription start(MessageHandler one, BatchHandler many, TransactionalHandler txOne,
+      TransactionalBatchHandler txMany, io.queen.embedded.spi.OwnedBatchHandler owned, String role) {
     queen.checkOpen();
     if (autoAck) {
       throw new IllegalArgumentException("autoAck is for pop(); consume acknowledges after the handler returns");
@@ -206,7 +217,7 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
           r.from(), r.autoAck());
     }
     SubscriptionImpl s = new SubscriptionImpl(queen, r, partitionsSet ? partitions : 0, concurrency, grace != null ? grace
-        : queen.config().closeGrace(), one, many, txOne, txMany);
+        : queen.config().closeGrace(), one, many, txOne, txMany, owned, role);
     if (!exists) {
       queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));
     }

@@ -9,7 +9,8 @@ import javax.sql.DataSource;
 public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, String password, int poolSize,
     String schema, String nodeId, ObjectMapper mapper, ThreadFactory threadFactory, Duration pollInterval,
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
-    Duration connectTimeout, Duration sessionTimeout) {
+    Duration connectTimeout, Duration sessionTimeout, byte[] encryptionKey, int connectorThreads,
+    Duration connectorRefresh, boolean runConnectors) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
   public Duration heartbeatInterval() {
@@ -28,7 +29,9 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
         : "own HikariCP(" + poolSize + ") " + maskUrl(jdbcUrl)) + ", pollInterval=" + pollInterval
         + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes + ", metrics=" + (meterRegistry != null)
         + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout
-        + ", sessionTimeout=" + sessionTimeout + " (heartbeat every " + heartbeatInterval() + ")";
+        + ", sessionTimeout=" + sessionTimeout + " (heartbeat every " + heartbeatInterval() + ")"
+        + ", encryptionKey=" + (encryptionKey != null ? "set" : "none") + ", connectors=" + (runConnectors
+        ? connectorThreads + " thread(s), re-read every " + connectorRefresh : "off");
   }
 
   @Override

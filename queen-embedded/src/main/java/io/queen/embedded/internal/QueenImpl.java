@@ -51,6 +51,8 @@ public final class QueenImpl implements Queen {
   private final io.queen.embedded.internal.kv.KvStore kvStore;
   private final Kv kv;
   private final Liveness liveness;
+  /** The connector runtime found on the classpath (queen-pgconn), or null. */
+  private volatile io.queen.embedded.spi.ConnectorPlugin connectors;
 
   private QueenImpl(QueenConfig config, DataSource ds, HikariDataSource ownPool) {
     this.config = config;
@@ -98,10 +100,14 @@ public final class QueenImpl implements Queen {
         q.scheduler.scheduleWithFixedDelay(q::forgetOldNodes, 1_000, FORGET_NODES_PERIOD_MS, TimeUnit.MILLISECONDS);
       }
       q.metrics.bindStatus(q);
+      q.startConnectors();
       LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
       return q;
     } catch (RuntimeException e) {
       if (started != null) {
+        if (started.connectors != null) {
+          started.connectors.close();
+        }
         started.scheduler.shutdownNow();
         started.wakeups.close();
         started.liveness.close();
@@ -110,6 +116,15 @@ public final class QueenImpl implements Queen {
         own.close();
       }
       throw e;
+    }
+  }
+
+  /** Starts the first {@link io.queen.embedded.spi.ConnectorProvider} on the classpath, if any. */
+  private void startConnectors() {
+    for (io.queen.embedded.spi.ConnectorProvider p : java.util.ServiceLoader.load(
+        io.queen.embedded.spi.ConnectorProvider.class, QueenImpl.class.getClassLoader())) {
+      connectors = p.start(new ConnectorHostImpl(this));
+      return;
     }
   }
 
@@ -335,6 +350,15 @@ public final class QueenImpl implements Queen {
   }
 
   @Override
+  public io.queen.Connectors connectors() {
+    io.queen.embedded.spi.ConnectorPlugin p = connectors;
+    if (p == null) {
+      throw new UnsupportedOperationException(CONNECTORS_MISSING);
+    }
+    return p.connectors();
+  }
+
+  @Override
   public Status status() {
     checkOpen();
     return status.read();
@@ -351,6 +375,14 @@ public final class QueenImpl implements Queen {
       return;
     }
     LOG.info("{} - closing", config.nodeId());
+    io.queen.embedded.spi.ConnectorPlugin p = connectors;
+    if (p != null) {
+      try {
+        p.close(); // connector workers first: their subscriptions and leases go back before the rest
+      } catch (RuntimeException e) {
+        LOG.warn("{} - connectors did not close cleanly: {}", config.nodeId(), Sql.describe(e));
+      }
+    }
     for (SubscriptionImpl s : List.copyOf(subscriptions)) {
       s.close(config.closeGrace());
     }

@@ -60,6 +60,10 @@ final class SubscriptionImpl implements Subscription {
   private final BatchHandler many;
   private final TransactionalHandler txOne;
   private final TransactionalBatchHandler txMany;
+  /** A connector's batch handler that acknowledges by itself (the SPI's {@code OwnedBatchHandler}). */
+  private final io.queen.embedded.spi.OwnedBatchHandler owned;
+  /** The worker threads' role name, or null: {@code <queue>-<group>}. */
+  private final String role;
   private final String where;
   private final List<Thread> workers = new ArrayList<>();
   private Thread claimer;
@@ -109,6 +113,15 @@ final class SubscriptionImpl implements Subscription {
   /** Exactly one of the four handlers is non-null. */
   SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
       MessageHandler one, BatchHandler many, TransactionalHandler txOne, TransactionalBatchHandler txMany) {
+    this(queen, request, maxPartitions, concurrency, grace, one, many, txOne, txMany, null, null);
+  }
+
+  /** Exactly one of the five handlers is non-null; {@code role} names the threads (null: queue and group). */
+  SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
+      MessageHandler one, BatchHandler many, TransactionalHandler txOne, TransactionalBatchHandler txMany,
+      io.queen.embedded.spi.OwnedBatchHandler owned, String role) {
+    this.owned = owned;
+    this.role = role;
     this.queen = queen;
     this.maxPartitions = maxPartitions;
     this.request = request;
@@ -132,11 +145,13 @@ final class SubscriptionImpl implements Subscription {
     long every = Math.max(50, lease.toMillis() / 3);
     renewal = queen.scheduler().scheduleAtFixedRate(this::renewLeases, every, every, TimeUnit.MILLISECONDS);
     String group = Queen.DEFAULT_GROUP.equals(request.group()) ? "default" : request.group();
+    String prefix = role != null ? role : request.queue() + "-" + group;
     for (int i = 0; i < concurrency; i++) {
-      Thread t = queen.newThread(request.queue() + "-" + group + "-" + i, this::work);
+      Thread t = role != null ? queen.newDaemon(prefix, this::work) : queen.newThread(prefix + "-" + i, this::work);
       workers.add(t);
     }
-    claimer = queen.newThread(request.queue() + "-" + group + "-claimer", this::claim);
+    claimer = role != null ? queen.newDaemon(prefix + "-claimer", this::claim)
+        : queen.newThread(prefix + "-claimer", this::claim);
     queen.wakeups().addListener(request.queue(), onWake);
     workers.forEach(Thread::start);
     claimer.start();
@@ -222,7 +237,7 @@ final class SubscriptionImpl implements Subscription {
           continue;
         }
         starved = false;
-        boolean batchShape = many != null || txMany != null;
+        boolean batchShape = many != null || txMany != null || owned != null;
         int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
             : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
         int take = batchShape ? request.batch() : (int) Math.min(10_000L, (long) parts * request.batch());
@@ -392,6 +407,8 @@ final class SubscriptionImpl implements Subscription {
         runEach(byPartition);
       } else if (many != null) {
         runMany(batch, heads);
+      } else if (owned != null) {
+        runOwned(batch, heads);
       } else if (txOne != null) {
         for (List<Message> part : byPartition.values()) {
           runTxEach(part, txOne);
@@ -461,6 +478,29 @@ final class SubscriptionImpl implements Subscription {
       return;
     }
     settle(acks);
+  }
+
+  /**
+   * OwnedBatchHandler: the handler commits and acknowledges by itself. When it throws, the leases it still
+   * holds are given back without counting an attempt (the handler decides what is an attempt).
+   */
+  private void runOwned(List<Message> batch, List<Message> heads) {
+    long t0 = System.nanoTime();
+    try {
+      owned.handle(batch);
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
+      handled.addAndGet(batch.size());
+    } catch (Throwable t) {
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+      if (running.get()) {
+        LOG.debug("{} - handler of {} gave its batch back: {}", queen.nodeId(), where, Sql.describe(t));
+      }
+      try {
+        giveBack(heads); // a lease the handler completed is gone already; giving it back again changes nothing
+      } catch (RuntimeException e) {
+        LOG.debug("{} - could not give back the leases of {}: {}", queen.nodeId(), where, Sql.describe(e));
+      }
+    }
   }
 
   /** What to do with the rest of a partition's batch after one message. */

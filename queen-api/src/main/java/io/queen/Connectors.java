@@ -1,0 +1,52 @@
+package io.queen;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * The connector registry: documents that describe Postgres sinks (and, later, sources), stored in Queen's
+ * schema and run by every node that has {@code io.queen:queen-pgconn} on its classpath. Obtain it from
+ * {@link Queen#connectors()}.
+ *
+ * <p>A document is the JSON document of the seed "Postgres source and sink" exactly, e.g.
+ * <pre>{@code
+ * queen.connectors().put("invoices-sink", """
+ *     {"kind": "sink",
+ *      "sink": {"queue": "invoices", "table": "public.invoices", "mode": "upsert"}}""");
+ * }</pre>
+ * It is validated completely before anything is stored: a bad one is an {@link InvalidConnectorException}
+ * naming the field path, what was given and what is allowed, and nothing changes. Every node re-reads the
+ * documents every few seconds (the builder's {@code connectorRefresh}, 5 s by default) and starts, stops
+ * and reconfigures its workers to match, so a {@code put} on one node takes effect on all of them.
+ *
+ * <p>A document's {@code connection.password} is stored sealed (AES-256-GCM under the node's encryption
+ * key); {@link #get} and {@link #list} never return it. Thread-safe.
+ */
+public interface Connectors {
+  /**
+   * Creates or replaces the connector {@code name} with {@code document} (the whole document).
+   *
+   * @throws InvalidConnectorException the name or the document is invalid (nothing stored)
+   * @throws ConnectorException the document carries a password and this node has no encryption key
+   */
+  void put(String name, JsonNode document);
+
+  /** As {@link #put(String, JsonNode)}, from JSON text. */
+  void put(String name, String documentJson);
+
+  /** The stored document, without its password; empty when there is no such connector. */
+  Optional<JsonNode> get(String name);
+
+  /** The names of every stored connector, in name order. */
+  List<String> list();
+
+  /** Deletes the connector; its workers stop on every node within the re-read period. False when absent. */
+  boolean delete(String name);
+
+  /** This node's view of the connector; empty when there is no such connector. */
+  Optional<ConnectorStatus> status(String name);
+
+  /** This node's view of every connector it knows, in name order. */
+  List<ConnectorStatus> status();
+}

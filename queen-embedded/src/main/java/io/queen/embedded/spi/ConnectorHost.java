@@ -1,0 +1,80 @@
+package io.queen.embedded.spi;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.queen.Queen;
+import io.queen.Subscription;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.ScheduledExecutorService;
+import javax.sql.DataSource;
+
+/**
+ * What a running node offers a connector module. Thread-safe. Every method answers after the node has
+ * closed too, but {@link #consume} and work on {@link #queen()} then throw {@link io.queen.BrokerClosedException}.
+ */
+public interface ConnectorHost {
+  /** The node itself: push, ack, transactions, KV, dead letters. */
+  Queen queen();
+
+  /** This node's id (thread names, owners, status). */
+  String nodeId();
+
+  /** Queen's schema (validated lower-case identifier, unquoted). */
+  String schema();
+
+  /** Queen's DataSource (the application's, or the pool Queen opened). Never close it. */
+  DataSource dataSource();
+
+  /** Queen's ObjectMapper (the one payloads are read with). */
+  ObjectMapper mapper();
+
+  /** The node's scheduler thread: short tasks only. */
+  ScheduledExecutorService scheduler();
+
+  /** A daemon thread named {@code queen-<node>-<role>}, not started. */
+  Thread newThread(String role, Runnable r);
+
+  /** The node's AES-256 key (32 bytes, a copy), from the builder or {@code QUEEN_ENCRYPTION_KEY}; empty when none. */
+  Optional<byte[]> encryptionKey();
+
+  /** Connector threads per node (the builder's {@code connectorThreads}, the seed's QUEEN_PG_THREADS). */
+  int connectorThreads();
+
+  /** Whether this node runs connector workers (the builder's {@code runConnectors}); it serves the registry either way. */
+  boolean runConnectors();
+
+  /** How often the registry is re-read (the builder's {@code connectorRefresh}, 5 s by default). */
+  Duration connectorRefresh();
+
+  /** The grace period of {@link Queen#close()}. */
+  Duration closeGrace();
+
+  /** The Micrometer {@code MeterRegistry} given to the builder, or null. */
+  Object meterRegistry();
+
+  /**
+   * Starts a consume loop whose batch handler owns its commit and acknowledgements (see
+   * {@link OwnedBatchHandler}); closed with {@link Queen#close()} at the latest.
+   */
+  Subscription consume(ConsumeSpec spec, OwnedBatchHandler handler);
+
+  /**
+   * Describes a failure for a log line or a status without its statement text, parameters or payload:
+   * the exception's class, SQLState and PostgreSQL's own message (which names constraints and types but
+   * may quote a value), cut to a short length.
+   */
+  String describe(Throwable t);
+
+  /** Whether {@code c}'s failure {@code t} is transient (class 08, 40001, 40P01, 57P01..57P03, 55P03, I/O). */
+  boolean isTransient(Throwable t);
+
+  /** Runs {@code work} on a connection of Queen's DataSource with auto-commit off, and commits it. */
+  <T> T inTransaction(SqlWork<T> work);
+
+  /** Work on one connection. */
+  @FunctionalInterface
+  interface SqlWork<T> {
+    T run(Connection c) throws java.sql.SQLException;
+  }
+}

@@ -1,0 +1,47 @@
+package io.queen.embedded;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.queen.Queen;
+import io.queen.testkit.QueenPostgres;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The connector SPI as seen from a node without queen-pgconn on the classpath. */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class ConnectorSpiTest {
+
+  @Test
+  void connectorsWithoutQueenPgconnNameTheDependencyToAdd(DataSource ds) {
+    try (Queen q = EmbeddedQueen.builder().dataSource(ds).start()) {
+      assertThatThrownBy(q::connectors).isInstanceOf(UnsupportedOperationException.class)
+          .hasMessageContaining("io.queen:queen-pgconn").hasMessageContaining("<artifactId>queen-pgconn</artifactId>");
+    }
+  }
+
+  @Test
+  void encryptionKeyMustBe64HexDigitsAndIsNeverEchoed() {
+    String bad = "secretsecretsecret";
+    assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").encryptionKey(bad).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("encryptionKey must be 64 hex digits").hasMessageContaining("was 18 character(s)")
+        .hasMessageNotContaining(bad);
+    assertThat(EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").encryptionKey("ab".repeat(32)).build()
+        .encryptionKey()).hasSize(32);
+    assertThat(EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").encryptionKey("ab".repeat(32)).build()
+        .toString()).doesNotContain("abab");
+  }
+
+  @Test
+  void connectorOptionsAreRangeChecked() {
+    assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").connectorThreads(0)
+        .connectorRefresh(Duration.ofMillis(5)).build())
+        .hasMessageContaining("connectorThreads must be 1..64, was 0")
+        .hasMessageContaining("connectorRefresh must be between 100 ms and 10 min, was 5 ms");
+  }
+}

@@ -1,0 +1,302 @@
+package io.queen.pgconn.internal;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.JsonNodeType;
+import io.queen.InvalidConnectorException;
+import io.queen.Names;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Pattern;
+
+/**
+ * Validates a connector name and document completely, before anything is stored. Every field is known,
+ * typed and in range; values outside a range are refused, never adjusted. The first problem found is an
+ * {@link InvalidConnectorException} naming the field path, what was given and what is allowed. A password
+ * is never echoed.
+ */
+final class DocumentValidator {
+  static final Pattern NAME = Pattern.compile("[a-z0-9][a-z0-9_-]{0,47}");
+  static final Set<String> TOP = Set.of("kind", "enabled", "connection", "sink", "source");
+  static final Set<String> CONNECTION = Set.of("host", "port", "database", "user", "password", "sslMode");
+  static final Set<String> SINK = Set.of("queue", "table", "mode", "consumerGroup", "subscriptionMode", "workers",
+      "batchSize", "maxAttempts", "metadata", "statement", "params", "truncates");
+  static final List<String> MODES = List.of("append", "upsert", "cdc", "sql");
+  static final List<String> SSL = List.of("disable", "require", "verify-full");
+  static final List<String> METADATA = List.of("partition", "partitionId", "offset", "transactionId", "createdAt",
+      "payload");
+  static final Pattern PARAM = Pattern.compile("\\$|\\$(\\.[A-Za-z0-9_]+|\\[\\d+])+|@partition|@partitionId|@offset"
+      + "|@transactionId|@createdAt");
+
+  static final int DEFAULT_PORT = 5432;
+  static final String DEFAULT_SSL = "disable";
+  static final int DEFAULT_WORKERS = 1;
+  static final int MAX_WORKERS = 64;
+  static final int DEFAULT_BATCH = 500;
+  static final int MAX_BATCH = 10_000;
+  static final int DEFAULT_MAX_ATTEMPTS = 3;
+  static final int MAX_MAX_ATTEMPTS = 100;
+
+  private DocumentValidator() {}
+
+  static void name(String name) {
+    if (name == null || !NAME.matcher(name).matches()) {
+      throw bad("name", "connector name " + (name == null ? "null" : "'" + printable(name) + "'") + " is invalid: allowed"
+          + " are lowercase letters, digits, '-' and '_', 48 characters at most, starting with a letter or a digit");
+    }
+  }
+
+  /** Validates {@code doc} for connector {@code name}; returns the sink it describes. */
+  static SinkSpec sink(String name, JsonNode doc) {
+    name(name);
+    if (doc == null || !doc.isObject()) {
+      throw bad("(document)", "the document must be a JSON object, was " + type(doc));
+    }
+    unknown(doc, TOP, "");
+    String kind = text(doc, "kind", "", true, null);
+    if ("source".equals(kind)) {
+      throw bad("kind", "kind: given \"source\"; this version runs sinks only (the source comes in its own release):"
+          + " allowed is \"sink\"");
+    }
+    if (!"sink".equals(kind)) {
+      throw bad("kind", "kind: given " + quoted(kind) + "; allowed is \"sink\" (or \"source\" in a later release)");
+    }
+    if (doc.has("source")) {
+      throw bad("source", "source: a sink document has no \"source\" block; allowed are kind, enabled, connection, sink");
+    }
+    boolean enabled = bool(doc, "enabled", "", true);
+    SinkSpec.Connection conn = null;
+    if (doc.has("connection") && !doc.get("connection").isNull()) {
+      conn = connection(doc.get("connection"));
+    }
+    JsonNode s = doc.get("sink");
+    if (s == null || s.isNull()) {
+      throw bad("sink", "sink: missing; a sink document needs a \"sink\" object with at least queue, table and mode");
+    }
+    if (!s.isObject()) {
+      throw bad("sink", "sink: given " + type(s) + "; allowed is an object");
+    }
+    unknown(s, SINK, "sink.");
+    String queue = text(s, "queue", "sink.", true, null);
+    if (!queue.matches(Names.NAME_RULE)) {
+      throw bad("sink.queue", "sink.queue: given " + quoted(queue) + "; allowed is a queue name " + Names.NAME_RULE);
+    }
+    String mode = text(s, "mode", "sink.", true, null);
+    if (!MODES.contains(mode)) {
+      throw bad("sink.mode", "sink.mode: given " + quoted(mode) + "; allowed are append, upsert, cdc, sql");
+    }
+    String table = text(s, "table", "sink.", !"sql".equals(mode), null);
+    String tSchema = "public";
+    String tName = null;
+    if (table != null) {
+      String[] parts = table.split("\\.", -1);
+      if (parts.length > 2 || !Ident.valid(parts[parts.length - 1]) || (parts.length == 2 && !Ident.valid(parts[0]))) {
+        throw bad("sink.table", "sink.table: given " + quoted(table) + "; allowed is table or schema.table, each part "
+            + Ident.RULE.pattern() + " (written as in SQL without quotes; matching is case-sensitive)");
+      }
+      if (parts.length == 2) {
+        tSchema = parts[0];
+      }
+      tName = parts[parts.length - 1];
+    }
+    String group = text(s, "consumerGroup", "sink.", false, "pg-" + name);
+    if (!group.matches(Names.NAME_RULE) || group.equals(io.queen.Queen.DEFAULT_GROUP)) {
+      throw bad("sink.consumerGroup", "sink.consumerGroup: given " + quoted(group) + "; allowed is a group name "
+          + Names.NAME_RULE);
+    }
+    String sub = text(s, "subscriptionMode", "sink.", false, "all");
+    Instant from = null;
+    if (!sub.equals("all") && !sub.equals("new")) {
+      try {
+        from = Instant.parse(sub);
+      } catch (DateTimeParseException e) {
+        throw bad("sink.subscriptionMode", "sink.subscriptionMode: given " + quoted(sub) + "; allowed are \"all\", \"new\""
+            + " or an ISO-8601 instant such as \"2026-10-03T06:00:00Z\"");
+      }
+    }
+    int workers = integer(s, "workers", "sink.", DEFAULT_WORKERS, 1, MAX_WORKERS);
+    int batch = integer(s, "batchSize", "sink.", DEFAULT_BATCH, 1, MAX_BATCH);
+    int maxAttempts = integer(s, "maxAttempts", "sink.", DEFAULT_MAX_ATTEMPTS, 1, MAX_MAX_ATTEMPTS);
+    Map<String, String> metadata = new LinkedHashMap<>();
+    if (s.has("metadata") && !s.get("metadata").isNull()) {
+      JsonNode m = s.get("metadata");
+      if (!m.isObject()) {
+        throw bad("sink.metadata", "sink.metadata: given " + type(m) + "; allowed is an object such as"
+            + " {\"offset\": \"queen_offset\"}");
+      }
+      for (Iterator<Map.Entry<String, JsonNode>> it = m.fields(); it.hasNext();) {
+        Map.Entry<String, JsonNode> e = it.next();
+        String path = "sink.metadata." + e.getKey();
+        if (!METADATA.contains(e.getKey())) {
+          throw bad(path, path + ": unknown field; allowed are " + String.join(", ", METADATA));
+        }
+        if (!e.getValue().isTextual() || !Ident.valid(e.getValue().asText())) {
+          throw bad(path, path + ": given " + (e.getValue().isTextual() ? quoted(e.getValue().asText())
+              : type(e.getValue())) + "; allowed is a column name " + Ident.RULE.pattern());
+        }
+        if (metadata.containsValue(e.getValue().asText())) {
+          throw bad(path, path + ": column " + quoted(e.getValue().asText()) + " is already named by another"
+              + " metadata field; allowed is one fact per column");
+        }
+        metadata.put(e.getKey(), e.getValue().asText());
+      }
+    }
+    String statement = text(s, "statement", "sink.", "sql".equals(mode), null);
+    List<String> params = new ArrayList<>();
+    if (!"sql".equals(mode)) {
+      for (String f : List.of("statement", "params")) {
+        if (s.has(f)) {
+          throw bad("sink." + f, "sink." + f + ": only for mode \"sql\"; this sink's mode is " + quoted(mode));
+        }
+      }
+    } else {
+      if (statement.isBlank()) {
+        throw bad("sink.statement", "sink.statement: given an empty statement; allowed is one SQL statement with $1..$n");
+      }
+      JsonNode p = s.get("params");
+      if (p != null && !p.isNull()) {
+        if (!p.isArray()) {
+          throw bad("sink.params", "sink.params: given " + type(p) + "; allowed is an array of paths such as"
+              + " [\"$.amount\", \"@offset\"]");
+        }
+        for (int i = 0; i < p.size(); i++) {
+          String path = "sink.params[" + i + "]";
+          JsonNode v = p.get(i);
+          if (!v.isTextual() || !PARAM.matcher(v.asText()).matches()) {
+            throw bad(path, path + ": given " + (v.isTextual() ? quoted(v.asText()) : type(v)) + "; allowed are $, $.a.b,"
+                + " $.lines[0], @partition, @partitionId, @offset, @transactionId, @createdAt");
+          }
+          params.add(v.asText());
+        }
+      }
+      int highest = SqlStatement.highestPlaceholder(statement);
+      if (highest != params.size()) {
+        throw bad("sink.params", "sink.params: the statement uses $1..$" + highest + " but " + params.size()
+            + " param(s) are given; allowed is exactly one param per placeholder");
+      }
+    }
+    boolean truncates = bool(s, "truncates", "sink.", false);
+    if (truncates && !"cdc".equals(mode)) {
+      throw bad("sink.truncates", "sink.truncates: only for mode \"cdc\"; this sink's mode is " + quoted(mode));
+    }
+    if ("sql".equals(mode) && !metadata.isEmpty()) {
+      throw bad("sink.metadata", "sink.metadata: not for mode \"sql\" (use @offset, @partition ... in params)");
+    }
+    return new SinkSpec(name, enabled, conn, queue, tSchema, tName, mode, group, from != null ? "from" : sub, from,
+        workers, batch, maxAttempts, Map.copyOf(metadata), statement, List.copyOf(params), truncates);
+  }
+
+  private static SinkSpec.Connection connection(JsonNode c) {
+    if (!c.isObject()) {
+      throw bad("connection", "connection: given " + type(c) + "; allowed is an object with host, port, database,"
+          + " user, password, sslMode (or no connection: Queen's own database)");
+    }
+    unknown(c, CONNECTION, "connection.");
+    String host = text(c, "host", "connection.", true, null);
+    if (host.isBlank() || host.length() > 253 || !host.matches("[A-Za-z0-9.:\\[\\]_-]+")) {
+      throw bad("connection.host", "connection.host: given " + quoted(host) + "; allowed is a host name or an IP address");
+    }
+    int port = integer(c, "port", "connection.", DEFAULT_PORT, 1, 65535);
+    String db = text(c, "database", "connection.", true, null);
+    if (db.isEmpty() || db.length() > 63) {
+      throw bad("connection.database", "connection.database: given " + quoted(db) + "; allowed is 1..63 characters");
+    }
+    String user = text(c, "user", "connection.", true, null);
+    if (user.isEmpty() || user.length() > 63) {
+      throw bad("connection.user", "connection.user: given " + quoted(user) + "; allowed is 1..63 characters");
+    }
+    boolean hasPassword = false;
+    JsonNode pw = c.get("password");
+    if (pw != null && !pw.isNull()) {
+      if (!pw.isTextual()) {
+        throw bad("connection.password", "connection.password: given " + type(pw) + "; allowed is a string");
+      }
+      hasPassword = true;
+    }
+    String ssl = text(c, "sslMode", "connection.", false, DEFAULT_SSL);
+    if (!SSL.contains(ssl)) {
+      throw bad("connection.sslMode", "connection.sslMode: given " + quoted(ssl) + "; allowed are disable, require,"
+          + " verify-full");
+    }
+    return new SinkSpec.Connection(host, port, db, user, hasPassword, ssl);
+  }
+
+  private static void unknown(JsonNode o, Set<String> known, String prefix) {
+    for (Iterator<String> it = o.fieldNames(); it.hasNext();) {
+      String f = it.next();
+      if (!known.contains(f)) {
+        throw bad(prefix + f, prefix + f + ": unknown field; allowed are " + String.join(", ", new java.util.TreeSet<>(known)));
+      }
+    }
+  }
+
+  private static String text(JsonNode o, String field, String prefix, boolean required, String dflt) {
+    JsonNode v = o.get(field);
+    if (v == null || v.isNull()) {
+      if (required) {
+        throw bad(prefix + field, prefix + field + ": missing; it is required");
+      }
+      return dflt;
+    }
+    if (!v.isTextual()) {
+      throw bad(prefix + field, prefix + field + ": given " + type(v) + "; allowed is a string");
+    }
+    return v.asText();
+  }
+
+  private static boolean bool(JsonNode o, String field, String prefix, boolean dflt) {
+    JsonNode v = o.get(field);
+    if (v == null || v.isNull()) {
+      return dflt;
+    }
+    if (!v.isBoolean()) {
+      throw bad(prefix + field, prefix + field + ": given " + type(v) + "; allowed is true or false");
+    }
+    return v.asBoolean();
+  }
+
+  private static int integer(JsonNode o, String field, String prefix, int dflt, int min, int max) {
+    JsonNode v = o.get(field);
+    if (v == null || v.isNull()) {
+      return dflt;
+    }
+    if (!v.isIntegralNumber() || !v.canConvertToLong() || v.asLong() < min || v.asLong() > max) {
+      throw bad(prefix + field, prefix + field + ": given " + (v.isNumber() ? v.asText() : type(v)) + "; allowed is an"
+          + " integer " + min + ".." + max + " (values outside the range are refused, not adjusted)");
+    }
+    return v.asInt();
+  }
+
+  private static String type(JsonNode v) {
+    if (v == null || v.isNull()) {
+      return "null";
+    }
+    JsonNodeType t = v.getNodeType();
+    return switch (t) {
+      case OBJECT -> "an object";
+      case ARRAY -> "an array";
+      case STRING -> "a string";
+      case NUMBER -> "a number";
+      case BOOLEAN -> "a boolean";
+      default -> t.name().toLowerCase(java.util.Locale.ROOT);
+    };
+  }
+
+  private static String quoted(String s) {
+    return s == null ? "null" : "\"" + printable(s) + "\"";
+  }
+
+  private static String printable(String s) {
+    String cut = s.length() > 80 ? s.substring(0, 80) + "…" : s;
+    return cut.replaceAll("\\p{Cntrl}", "?");
+  }
+
+  static InvalidConnectorException bad(String field, String message) {
+    return new InvalidConnectorException(field, message);
+  }
+}

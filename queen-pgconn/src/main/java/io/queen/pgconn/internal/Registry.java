@@ -1,0 +1,308 @@
+package io.queen.pgconn.internal;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.ConnectorStatus;
+import io.queen.Connectors;
+import io.queen.InvalidConnectorException;
+import io.queen.QueenDatabaseException;
+import io.queen.embedded.spi.ConnectorHost;
+import io.queen.embedded.spi.ConnectorPlugin;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The connector registry of one node: documents in {@code <schema>.connectors} (created by this module
+ * when missing), re-read every {@code connectorRefresh} on a thread of its own; sinks started, stopped and
+ * restarted to match. Passwords are sealed before they are stored and never returned.
+ */
+final class Registry implements Connectors, ConnectorPlugin {
+  private static final Logger LOG = LoggerFactory.getLogger(Registry.class);
+  private static final long DDL_LOCK = 0x5155_4545_4e00_0008L;
+
+  private final ConnectorHost host;
+  private final ObjectMapper mapper;
+  private final String table;
+  private final byte[] key;
+  private final ScheduledExecutorService executor;
+  private final Map<String, Sink> sinks = new ConcurrentHashMap<>();
+  private final Map<String, ConnectorStatus> failed = new ConcurrentHashMap<>();
+  private final AtomicBoolean closed = new AtomicBoolean();
+  private volatile boolean tableReady;
+
+  Registry(ConnectorHost host, boolean run) {
+    this.host = host;
+    this.mapper = host.mapper();
+    this.table = "\"" + host.schema() + "\".connectors";
+    this.key = host.encryptionKey().orElse(null);
+    this.executor = Executors.newScheduledThreadPool(host.connectorThreads(), r -> host.newThread("pg", r));
+    if (run) {
+      long every = host.connectorRefresh().toMillis();
+      executor.scheduleWithFixedDelay(this::refresh, 0, every, TimeUnit.MILLISECONDS);
+    }
+  }
+
+  @Override
+  public Connectors connectors() {
+    return this;
+  }
+
+  // ------------------------------------------------------------------------------ the API
+
+  @Override
+  public void put(String name, String documentJson) {
+    Objects.requireNonNull(documentJson, "documentJson");
+    JsonNode doc;
+    try {
+      doc = mapper.readTree(documentJson);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      DocumentValidator.name(name);
+      throw new InvalidConnectorException("(document)", "the document is not valid JSON (line "
+          + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr() + ")");
+    }
+    put(name, doc);
+  }
+
+  @Override
+  public void put(String name, JsonNode document) {
+    Objects.requireNonNull(document, "document");
+    SinkSpec spec = DocumentValidator.sink(name, document);
+    byte[] sealed = null;
+    ObjectNode stored = document.deepCopy();
+    if (spec.connection() != null && spec.connection().hasPassword()) {
+      sealed = Sealer.seal(key, name, document.get("connection").get("password").asText());
+    }
+    if (stored.get("connection") instanceof ObjectNode c) {
+      c.remove("password");
+    }
+    String json = stored.toString();
+    byte[] s = sealed;
+    sql("put connector", c -> {
+      try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed)"
+          + " values (?, 'sink', ?::jsonb, ?) on conflict (name) do update set document = excluded.document,"
+          + " password_sealed = excluded.password_sealed, kind = excluded.kind, version = " + table + ".version + 1,"
+          + " updated_at = now()")) {
+        st.setString(1, name);
+        st.setString(2, json);
+        st.setBytes(3, s);
+        st.executeUpdate();
+      }
+      return null;
+    });
+    LOG.info("{} - connector '{}' stored ({} mode, queue '{}')", host.nodeId(), name, spec.mode(), spec.queue());
+  }
+
+  @Override
+  public Optional<JsonNode> get(String name) {
+    Objects.requireNonNull(name, "name");
+    return sql("get connector", c -> {
+      try (PreparedStatement st = c.prepareStatement("select document::text from " + table + " where name = ?")) {
+        st.setString(1, name);
+        try (ResultSet rs = st.executeQuery()) {
+          return rs.next() ? Optional.of(read(rs.getString(1))) : Optional.<JsonNode>empty();
+        }
+      }
+    });
+  }
+
+  @Override
+  public List<String> list() {
+    return sql("list connectors", c -> {
+      List<String> out = new ArrayList<>();
+      try (Statement st = c.createStatement();
+          ResultSet rs = st.executeQuery("select name from " + table + " order by name collate \"C\"")) {
+        while (rs.next()) {
+          out.add(rs.getString(1));
+        }
+      }
+      return out;
+    });
+  }
+
+  @Override
+  public boolean delete(String name) {
+    Objects.requireNonNull(name, "name");
+    boolean gone = sql("delete connector", c -> {
+      try (PreparedStatement st = c.prepareStatement("delete from " + table + " where name = ?")) {
+        st.setString(1, name);
+        return st.executeUpdate() > 0;
+      }
+    });
+    if (gone) {
+      Sink s = sinks.remove(name);
+      if (s != null) {
+        s.stop();
+      }
+      LOG.info("{} - connector '{}' deleted", host.nodeId(), name);
+    }
+    return gone;
+  }
+
+  @Override
+  public Optional<ConnectorStatus> status(String name) {
+    Objects.requireNonNull(name, "name");
+    Sink s = sinks.get(name);
+    if (s != null) {
+      return Optional.of(s.status());
+    }
+    ConnectorStatus f = failed.get(name);
+    if (f != null) {
+      return Optional.of(f);
+    }
+    return get(name).map(d -> new ConnectorStatus(name, d.path("kind").asText("sink"), "disabled", null,
+        null, Map.of(), null));
+  }
+
+  @Override
+  public List<ConnectorStatus> status() {
+    List<ConnectorStatus> out = new ArrayList<>();
+    for (String n : list()) {
+      status(n).ifPresent(out::add);
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------------------------------ the workers
+
+  /** Re-reads every document and makes this node's sinks match. Never throws. */
+  void refresh() {
+    if (closed.get()) {
+      return;
+    }
+    try {
+      Map<String, Row> rows = sql("read connectors", c -> {
+        Map<String, Row> out = new TreeMap<>();
+        try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+            "select name, document::text, password_sealed, version from " + table)) {
+          while (rs.next()) {
+            out.put(rs.getString(1), new Row(rs.getString(2), rs.getBytes(3), rs.getLong(4)));
+          }
+        }
+        return out;
+      });
+      for (String name : List.copyOf(sinks.keySet())) {
+        Row r = rows.get(name);
+        if (r == null || r.version != sinks.get(name).version) {
+          Sink s = sinks.remove(name);
+          s.stop();
+          LOG.info("{} - sink '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
+        }
+      }
+      failed.keySet().retainAll(rows.keySet());
+      for (var e : rows.entrySet()) {
+        if (closed.get()) {
+          return;
+        }
+        String name = e.getKey();
+        Row r = e.getValue();
+        Sink s = sinks.get(name);
+        if (s == null) {
+          SinkSpec spec;
+          String password = null;
+          try {
+            spec = DocumentValidator.sink(name, read(r.document));
+            if (r.sealed != null) {
+              password = Sealer.open(key, name, r.sealed);
+            }
+          } catch (io.queen.ConnectorException ce) {
+            failed.put(name, new ConnectorStatus(name, "sink", "error", ce.code(), ce.getMessage(), Map.of(), null));
+            continue;
+          } catch (InvalidConnectorException ie) {
+            failed.put(name, new ConnectorStatus(name, "sink", "error", "invalid_document", ie.getMessage(), Map.of(),
+                null));
+            continue;
+          }
+          failed.remove(name);
+          s = new Sink(host, spec, r.version, password);
+          sinks.put(name, s);
+        }
+        if (s.needsStart()) {
+          s.start();
+        }
+      }
+    } catch (RuntimeException e) {
+      LOG.warn("{} - could not re-read the connector documents: {}", host.nodeId(), host.describe(e));
+    }
+  }
+
+  private record Row(String document, byte[] sealed, long version) {}
+
+  @Override
+  public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
+    executor.shutdown();
+    for (Sink s : sinks.values()) {
+      s.stop();
+    }
+    sinks.clear();
+    try {
+      if (!executor.awaitTermination(host.closeGrace().toMillis() + 1_000, TimeUnit.MILLISECONDS)) {
+        executor.shutdownNow();
+      }
+    } catch (InterruptedException e) {
+      executor.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  // ------------------------------------------------------------------------------ plumbing
+
+  private JsonNode read(String json) {
+    try {
+      return mapper.readTree(json);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException("stored connector document is not JSON");
+    }
+  }
+
+  private <T> T sql(String what, ConnectorHost.SqlWork<T> work) {
+    try {
+      ensureTable();
+      return host.inTransaction(work);
+    } catch (QueenDatabaseException e) {
+      throw e;
+    } catch (RuntimeException e) {
+      if (e.getCause() instanceof SQLException se) {
+        throw new QueenDatabaseException(what, se.getSQLState(), host.isTransient(se), se);
+      }
+      throw e;
+    }
+  }
+
+  /** Creates {@code <schema>.connectors} when missing (this module owns it, not Queen's migrations). */
+  private void ensureTable() {
+    if (tableReady) {
+      return;
+    }
+    host.inTransaction(c -> {
+      try (Statement st = c.createStatement()) {
+        st.execute("select pg_advisory_xact_lock(" + DDL_LOCK + ")");
+        st.execute("create table if not exists " + table + " (name text primary key, kind text not null,"
+            + " document jsonb not null, password_sealed bytea, version bigint not null default 1,"
+            + " updated_at timestamptz not null default now())");
+      }
+      return null;
+    });
+    tableReady = true;
+  }
+
+}

@@ -1,0 +1,708 @@
+package io.queen.pgconn.internal;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.AckStatus;
+import io.queen.ConnectorStatus;
+import io.queen.Message;
+import io.queen.Subscription;
+import io.queen.SubscriptionMode;
+import io.queen.Transaction;
+import io.queen.embedded.spi.ConnectorHost;
+import io.queen.embedded.spi.ConsumeSpec;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Savepoint;
+import java.sql.Statement;
+import java.sql.Types;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One sink on this node: a consume loop of {@code workers} threads, each batch one transaction on the
+ * target that locks the batch's progress rows in {@code queen.sink_progress} (in partition-id order),
+ * drops every message at or below its partition's last offset, applies the rest, advances the offsets and
+ * commits; only then are the messages acknowledged in Queen. A message PostgreSQL refuses is tried
+ * {@code maxAttempts} times and then dead-lettered with the database's error, and its partition goes on; a
+ * transient failure is retried with back-off and never counts.
+ */
+final class Sink {
+  private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
+  static final String PROGRESS = "\"queen\".\"sink_progress\"";
+  static final String PROGRESS_DDL = """
+      create table if not exists queen.sink_progress (
+        sink         text        not null,
+        partition_id bigint      not null,
+        partition    text        not null,
+        last_offset  bigint      not null,
+        updated_at   timestamptz not null default now(),
+        primary key (sink, partition_id))""";
+  /** How many times one batch is retried after transient failures before its leases are given back. */
+  static final int TRANSIENT_RETRIES = 8;
+
+  final SinkSpec spec;
+  final long version;
+  private final ConnectorHost host;
+  private final ObjectMapper mapper;
+  private final String password;
+  private volatile TargetTable table;
+  private volatile Subscription sub;
+  private volatile String phase = "starting";
+  private volatile ErrorCode lastCode;
+  private volatile String lastError;
+  private volatile Instant lastProgress;
+  final AtomicLong applied = new AtomicLong();
+  final AtomicLong skipped = new AtomicLong();
+  final AtomicLong dlq = new AtomicLong();
+  final AtomicLong batches = new AtomicLong();
+  final AtomicLong errors = new AtomicLong();
+  /** Data-error attempts per message on this node ({@code partitionId:offset}). */
+  private final Map<String, Integer> attempts = new ConcurrentHashMap<>();
+  /** Connections to another database, one per worker thread. */
+  private final Map<Thread, Connection> external = new ConcurrentHashMap<>();
+  private final Map<Connection, Map<String, PreparedStatement>> statements = new ConcurrentHashMap<>();
+  private volatile boolean stopped;
+
+  Sink(ConnectorHost host, SinkSpec spec, long version, String password) {
+    this.host = host;
+    this.spec = spec;
+    this.version = version;
+    this.password = password;
+    this.mapper = host.mapper();
+  }
+
+  // ------------------------------------------------------------------------------ lifecycle
+
+  /** Checks the target and starts the loop; on a failed check the phase is {@code error} (tried again later). */
+  synchronized void start() {
+    if (stopped || sub != null) {
+      return;
+    }
+    if (!spec.enabled()) {
+      phase = "disabled";
+      return;
+    }
+    try (Connection c = open()) {
+      c.setAutoCommit(false);
+      ensureProgressTable(c);
+      table = spec.table() != null ? TargetTable.check(c, spec) : null;
+      if ("sql".equals(spec.mode())) {
+        try (PreparedStatement st = c.prepareStatement(SqlStatement.parse(spec.statement()).jdbc())) {
+          st.getParameterMetaData(); // parses and plans on the server without running it
+        } catch (SQLException e) {
+          if (host.isTransient(e)) {
+            throw e;
+          }
+          throw new TargetTable.CheckFailed(ErrorCode.STATEMENT_INVALID, "sink.statement (" + host.describe(e) + ")");
+        }
+      }
+      c.commit();
+    } catch (TargetTable.CheckFailed e) {
+      fail(e.code, e.getMessage());
+      return;
+    } catch (SQLException e) {
+      ErrorCode code = "28P01".equals(e.getSQLState()) || "28000".equals(e.getSQLState()) ? ErrorCode.LOGIN_FAILED
+          : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.PROGRESS_TABLE;
+      fail(code, host.describe(e));
+      return;
+    }
+    SubscriptionMode mode = "new".equals(spec.subscriptionMode()) ? SubscriptionMode.NEW : SubscriptionMode.ALL;
+    sub = host.consume(new ConsumeSpec(spec.queue(), spec.consumerGroup(), mode, spec.subscriptionFrom(),
+        spec.batchSize(), spec.workers(), null, "pg-" + spec.name()), this::handle);
+    phase = "running";
+    lastCode = null;
+    lastError = null;
+    LOG.info("{} - sink '{}' running: queue '{}' into {}.{} ({} mode), group '{}', {} worker(s), batch {}", host.nodeId(),
+        spec.name(), spec.queue(), spec.tableSchema(), spec.table(), spec.mode(), spec.consumerGroup(), spec.workers(),
+        spec.batchSize());
+  }
+
+  boolean needsStart() {
+    return !stopped && sub == null && spec.enabled();
+  }
+
+  private void fail(ErrorCode code, String why) {
+    errors.incrementAndGet();
+    boolean changed = lastCode != code;
+    phase = "error";
+    lastCode = code;
+    lastError = why;
+    if (changed) {
+      LOG.warn("{} - sink '{}' cannot start ({}): {}", host.nodeId(), spec.name(), code.code, why);
+    }
+  }
+
+  synchronized void stop() {
+    stopped = true;
+    Subscription s = sub;
+    if (s != null) {
+      s.close(host.closeGrace());
+    }
+    for (Connection c : external.values()) {
+      closeQuietly(c);
+    }
+    external.clear();
+    statements.clear();
+  }
+
+  ConnectorStatus status() {
+    Map<String, Long> counters = new LinkedHashMap<>();
+    counters.put("applied", applied.get());
+    counters.put("skipped", skipped.get());
+    counters.put("dlq", dlq.get());
+    counters.put("batches", batches.get());
+    counters.put("errors", errors.get());
+    ErrorCode code = lastCode;
+    return new ConnectorStatus(spec.name(), "sink", phase, code == null ? null : code.code,
+        code == null ? null : lastError, counters, lastProgress);
+  }
+
+  // ------------------------------------------------------------------------------ connections
+
+  private Connection open() throws SQLException {
+    SinkSpec.Connection cn = spec.connection();
+    if (cn == null) {
+      return host.dataSource().getConnection();
+    }
+    Properties p = new Properties();
+    p.setProperty("user", cn.user());
+    if (password != null) {
+      p.setProperty("password", password);
+    }
+    p.setProperty("sslmode", cn.sslMode());
+    p.setProperty("connectTimeout", "10");
+    p.setProperty("ApplicationName", "queen-sink-" + spec.name());
+    String url = "jdbc:postgresql://" + cn.host() + ":" + cn.port() + "/" + java.net.URLEncoder.encode(cn.database(),
+        java.nio.charset.StandardCharsets.UTF_8);
+    return new org.postgresql.Driver().connect(url, p);
+  }
+
+  /** This worker's connection: its own one to another database, or one from Queen's pool per batch. */
+  private Connection workerConnection() throws SQLException {
+    if (spec.connection() == null) {
+      Connection c = open();
+      c.setAutoCommit(false);
+      return c;
+    }
+    Connection c = external.get(Thread.currentThread());
+    if (c == null || c.isClosed()) {
+      c = open();
+      c.setAutoCommit(false);
+      external.put(Thread.currentThread(), c);
+    }
+    return c;
+  }
+
+  private void release(Connection c, boolean broken) {
+    if (spec.connection() == null) {
+      statements.remove(c);
+      closeQuietly(c);
+    } else if (broken) {
+      external.remove(Thread.currentThread(), c);
+      statements.remove(c);
+      closeQuietly(c);
+    }
+  }
+
+  private static void closeQuietly(Connection c) {
+    try {
+      c.close();
+    } catch (SQLException | RuntimeException e) {
+      // closing a broken connection: nothing to do
+    }
+  }
+
+  private PreparedStatement prepared(Connection c, String sql) throws SQLException {
+    Map<String, PreparedStatement> m = statements.computeIfAbsent(c, k -> new HashMap<>());
+    PreparedStatement st = m.get(sql);
+    if (st == null) {
+      st = c.prepareStatement(sql);
+      m.put(sql, st);
+    }
+    return st;
+  }
+
+  static void ensureProgressTable(Connection c) throws SQLException {
+    try (Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select to_regclass('queen.sink_progress') is not null")) {
+      rs.next();
+      if (rs.getBoolean(1)) {
+        return; // used as is when pre-created
+      }
+    }
+    try (Statement st = c.createStatement()) {
+      st.execute("select pg_advisory_xact_lock(" + 0x5155_4545_4e00_0009L + ")");
+      st.execute("create schema if not exists queen");
+      st.execute(PROGRESS_DDL);
+    }
+  }
+
+  // ------------------------------------------------------------------------------ one batch
+
+  /** A message the mode cannot read: a data error, like a row PostgreSQL refused. */
+  static final class DataError extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    DataError(String why) {
+      super(why);
+    }
+  }
+
+  /** Thrown to give leases back without an attempt (the loop does that for any exception). */
+  static final class GiveBack extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    GiveBack(String why) {
+      super(why, null, false, false);
+    }
+  }
+
+  void handle(List<Message> batch) throws Exception {
+    long backoff = 100;
+    for (int round = 0; ; round++) {
+      Connection c = null;
+      try {
+        c = workerConnection();
+        Outcome o = apply(c, batch);
+        release(c, false);
+        settle(o);
+        return;
+      } catch (SQLException | RuntimeException e) {
+        if (c != null) {
+          try {
+            c.rollback();
+          } catch (SQLException | RuntimeException ignore) {
+            // the connection may be gone
+          }
+          release(c, true);
+        }
+        errors.incrementAndGet();
+        if (stopped || Thread.currentThread().isInterrupted()) {
+          throw new GiveBack("stopping");
+        }
+        lastCode = ErrorCode.TRANSIENT; // whatever it was, it is retried and never dead-letters
+        lastError = host.describe(e);
+        LOG.warn("{} - sink '{}': batch failed ({}), retry {} of {} in {} ms; nothing is dead-lettered for this",
+            host.nodeId(), spec.name(), host.describe(e), round + 1, TRANSIENT_RETRIES, backoff);
+        if (round + 1 >= TRANSIENT_RETRIES) {
+          throw new GiveBack("transient failures");
+        }
+        Thread.sleep(backoff);
+        backoff = Math.min(5_000, backoff * 2);
+      }
+    }
+  }
+
+  /** What one committed batch did: messages to complete, to dead-letter (with the error), and held back. */
+  private record Outcome(List<Message> done, Map<Message, String> dead, List<Message> held) {}
+
+  private Outcome apply(Connection c, List<Message> batch) throws SQLException {
+    TreeMap<Long, List<Message>> byPartition = new TreeMap<>();
+    for (Message m : batch) {
+      byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
+    }
+    Map<Long, Long> last = lockProgress(c, byPartition);
+    List<Message> fresh = new ArrayList<>();
+    List<Message> done = new ArrayList<>();
+    int skippedHere = 0;
+    for (List<Message> part : byPartition.values()) {
+      for (Message m : part) {
+        if (m.offset() <= last.get(m.partitionId())) {
+          skippedHere++;
+          done.add(m);
+        } else {
+          fresh.add(m);
+        }
+      }
+    }
+    Map<Message, String> dead = new LinkedHashMap<>();
+    List<Message> held = new ArrayList<>();
+    Map<Long, Long> advance = new HashMap<>();
+    boolean fast = true;
+    try {
+      runFast(c, fresh);
+      for (Message m : fresh) {
+        advance.merge(m.partitionId(), m.offset(), Math::max);
+      }
+    } catch (SQLException e) {
+      if (!isDataError(e)) {
+        throw e;
+      }
+      fast = false;
+    } catch (DataError e) {
+      fast = false;
+    }
+    if (!fast) {
+      c.rollback(); // the locks go too: take them again and apply message by message
+      last = lockProgress(c, byPartition);
+      advance.clear();
+      for (List<Message> part : byPartition.values()) {
+        for (int i = 0; i < part.size(); i++) {
+          Message m = part.get(i);
+          if (m.offset() <= last.get(m.partitionId())) {
+            continue;
+          }
+          Savepoint sp = c.setSavepoint();
+          try {
+            applyOne(c, m);
+            c.releaseSavepoint(sp);
+            advance.merge(m.partitionId(), m.offset(), Math::max);
+          } catch (SQLException | DataError e) {
+            if (e instanceof SQLException se && !isDataError(se)) {
+              throw se;
+            }
+            c.rollback(sp);
+            String key = m.partitionId() + ":" + m.offset();
+            int n = attempts.merge(key, 1, Integer::sum);
+            String why = e instanceof SQLException se ? host.describe(se) : e.getMessage();
+            if (n >= spec.maxAttempts()) {
+              attempts.remove(key);
+              dead.put(m, "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + errorText(e));
+              advance.merge(m.partitionId(), m.offset(), Math::max);
+              LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
+                  spec.name(), m.partition(), m.offset(), n, why);
+            } else {
+              LOG.warn("{} - sink '{}': partition '{}' offset {} refused (attempt {} of {}): {}", host.nodeId(),
+                  spec.name(), m.partition(), m.offset(), n, spec.maxAttempts(), why);
+              held.addAll(part.subList(i, part.size()));
+              break;
+            }
+          }
+        }
+      }
+      done.clear();
+      for (Message m : batch) {
+        if (!dead.containsKey(m) && !held.contains(m)) {
+          done.add(m);
+        }
+      }
+      skippedHere = 0;
+      for (Message m : batch) {
+        if (m.offset() <= last.get(m.partitionId())) {
+          skippedHere++;
+        }
+      }
+    } else {
+      done.addAll(fresh);
+    }
+    if (!advance.isEmpty()) {
+      try (PreparedStatement st = prepared(c, "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
+          + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid")) {
+        st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
+        st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
+        st.setString(3, spec.name());
+        st.executeUpdate();
+      }
+    }
+    c.commit();
+    int appliedHere = done.size() - skippedHere;
+    applied.addAndGet(appliedHere);
+    skipped.addAndGet(skippedHere);
+    dlq.addAndGet(dead.size());
+    batches.incrementAndGet();
+    lastProgress = Instant.now();
+    if ("running".equals(phase) || lastCode == ErrorCode.TRANSIENT) {
+      lastCode = null;
+      lastError = null;
+    }
+    return new Outcome(done, dead, held);
+  }
+
+  /** Creates the missing progress rows, then locks the batch's rows in partition-id order; returns last offsets. */
+  private Map<Long, Long> lockProgress(Connection c, TreeMap<Long, List<Message>> byPartition) throws SQLException {
+    Object[] pids = byPartition.keySet().toArray();
+    Object[] names = byPartition.values().stream().map(l -> l.get(0).partition()).toArray();
+    PreparedStatement ins = prepared(c, "insert into " + PROGRESS + " (sink, partition_id, partition, last_offset)"
+        + " select ?, v.pid, v.p, -1 from unnest(?::bigint[], ?::text[]) v(pid, p) order by v.pid"
+        + " on conflict (sink, partition_id) do nothing");
+    ins.setString(1, spec.name());
+    ins.setArray(2, c.createArrayOf("bigint", pids));
+    ins.setArray(3, c.createArrayOf("text", names));
+    ins.executeUpdate();
+    PreparedStatement sel = prepared(c, "select partition_id, last_offset from " + PROGRESS
+        + " where sink = ? and partition_id = any(?::bigint[]) order by partition_id for update");
+    sel.setString(1, spec.name());
+    sel.setArray(2, c.createArrayOf("bigint", pids));
+    Map<Long, Long> last = new HashMap<>();
+    try (ResultSet rs = sel.executeQuery()) {
+      while (rs.next()) {
+        last.put(rs.getLong(1), rs.getLong(2));
+      }
+    }
+    return last;
+  }
+
+  /** Applies in order, consecutive messages with the same statement as one JDBC batch. */
+  private void runFast(Connection c, List<Message> fresh) throws SQLException, DataError {
+    PreparedStatement current = null;
+    int pending = 0;
+    for (Message m : fresh) {
+      Bound b = bind(m);
+      if (b == null) {
+        continue; // nothing to do for this message (a skipped truncate)
+      }
+      PreparedStatement st = prepared(c, b.sql);
+      if (st != current && current != null && pending > 0) {
+        current.executeBatch();
+        pending = 0;
+      }
+      current = st;
+      b.set(st);
+      st.addBatch();
+      pending++;
+    }
+    if (current != null && pending > 0) {
+      current.executeBatch();
+    }
+  }
+
+  private void applyOne(Connection c, Message m) throws SQLException, DataError {
+    Bound b = bind(m);
+    if (b == null) {
+      return;
+    }
+    PreparedStatement st = prepared(c, b.sql);
+    b.set(st);
+    st.execute();
+  }
+
+  /** A statement and the text values of its parameters. */
+  private record Bound(String sql, List<String> values) {
+    void set(PreparedStatement st) throws SQLException {
+      for (int i = 0; i < values.size(); i++) {
+        if (values.get(i) == null) {
+          st.setNull(i + 1, Types.OTHER);
+        } else {
+          st.setObject(i + 1, values.get(i), Types.OTHER);
+        }
+      }
+    }
+  }
+
+  private Bound bind(Message m) throws DataError {
+    return switch (spec.mode()) {
+      case "append" -> rowStatement(row(m, m.payload(), Set.of()), false);
+      case "upsert" -> rowStatement(row(m, m.payload(), Set.of()), true);
+      case "cdc" -> cdc(m);
+      default -> sql(m);
+    };
+  }
+
+  private Bound cdc(Message m) throws DataError {
+    JsonNode e = m.payload();
+    if (!e.isObject() || !e.path("op").isTextual()) {
+      throw new DataError("payload is not a change event (an object with op)");
+    }
+    String op = e.get("op").asText();
+    switch (op) {
+      case "c", "r" -> {
+        return rowStatement(row(m, e.path("after"), Set.of()), true);
+      }
+      case "u" -> {
+        Set<String> unchanged = new java.util.HashSet<>();
+        e.path("unchanged").forEach(n -> unchanged.add(n.asText()));
+        return rowStatement(row(m, e.path("after"), unchanged), true);
+      }
+      case "d" -> {
+        JsonNode key = e.path("key").isObject() ? e.get("key") : e.path("before");
+        if (!key.isObject()) {
+          throw new DataError("delete event without key");
+        }
+        List<String> k = table.key();
+        StringBuilder cols = new StringBuilder();
+        for (String col : k) {
+          cols.append(cols.length() == 0 ? "" : ", ").append(Ident.quote(col));
+        }
+        return new Bound("delete from " + spec.qualifiedTable() + " where (" + cols + ") = (select " + cols
+            + " from jsonb_populate_record(null::" + spec.qualifiedTable() + ", ?::jsonb))", List.of(json(key)));
+      }
+      case "t" -> {
+        return spec.truncates() ? new Bound("truncate " + spec.qualifiedTable(), List.of()) : null;
+      }
+      default -> throw new DataError("change event op is not one of c, r, u, d, t");
+    }
+  }
+
+  /** The object handed to jsonb_populate_record: the message's columns, then the metadata columns. */
+  private ObjectNode row(Message m, JsonNode source, Set<String> leaveAlone) throws DataError {
+    ObjectNode row = mapper.createObjectNode();
+    if (source.isObject()) {
+      for (String col : table.writable()) {
+        if (source.has(col) && !leaveAlone.contains(col)) {
+          row.set(col, source.get(col));
+        }
+      }
+    } else if (!spec.metadata().containsKey("payload")) {
+      throw new DataError("payload is not a JSON object (name a jsonb column in sink.metadata.payload to keep it whole)");
+    }
+    for (var e : spec.metadata().entrySet()) {
+      JsonNode v = switch (e.getKey()) {
+        case "partition" -> mapper.getNodeFactory().textNode(m.partition());
+        case "partitionId" -> mapper.getNodeFactory().numberNode(m.partitionId());
+        case "offset" -> mapper.getNodeFactory().numberNode(m.offset());
+        case "transactionId" -> m.transactionId() == null ? mapper.getNodeFactory().nullNode()
+            : mapper.getNodeFactory().textNode(m.transactionId());
+        case "createdAt" -> mapper.getNodeFactory().textNode(m.createdAt().toString());
+        default -> m.payload();
+      };
+      row.set(e.getValue(), v);
+    }
+    if (row.isEmpty()) {
+      throw new DataError("the message names no column of the table");
+    }
+    return row;
+  }
+
+  private Bound rowStatement(ObjectNode row, boolean upsert) {
+    List<String> cols = new ArrayList<>();
+    for (String col : table.writable()) {
+      if (row.has(col)) {
+        cols.add(Ident.quote(col));
+      }
+    }
+    String list = String.join(", ", cols);
+    StringBuilder sql = new StringBuilder("insert into ").append(spec.qualifiedTable()).append(" (").append(list)
+        .append(") select ").append(list).append(" from jsonb_populate_record(null::").append(spec.qualifiedTable())
+        .append(", ?::jsonb)");
+    if (upsert) {
+      List<String> keys = new ArrayList<>();
+      table.key().forEach(k -> keys.add(Ident.quote(k)));
+      sql.append(" on conflict (").append(String.join(", ", keys)).append(")");
+      List<String> sets = new ArrayList<>();
+      for (String col : cols) {
+        if (!keys.contains(col)) {
+          sets.add(col + " = excluded." + col);
+        }
+      }
+      sql.append(sets.isEmpty() ? " do nothing" : " do update set " + String.join(", ", sets));
+    }
+    return new Bound(sql.toString(), List.of(json(row)));
+  }
+
+  private Bound sql(Message m) {
+    SqlStatement st = SqlStatement.parse(spec.statement());
+    List<String> values = new ArrayList<>();
+    for (int n : st.binds()) {
+      values.add(param(m, spec.params().get(n - 1)));
+    }
+    return new Bound(st.jdbc(), values);
+  }
+
+  /** A {@code sql}-mode parameter as text: objects and arrays as their JSON, a missing path as null. */
+  String param(Message m, String path) {
+    switch (path) {
+      case "@partition":
+        return m.partition();
+      case "@partitionId":
+        return Long.toString(m.partitionId());
+      case "@offset":
+        return Long.toString(m.offset());
+      case "@transactionId":
+        return m.transactionId();
+      case "@createdAt":
+        return m.createdAt().toString();
+      default:
+        break;
+    }
+    JsonNode n = m.payload();
+    java.util.regex.Matcher step = java.util.regex.Pattern.compile("\\.([A-Za-z0-9_]+)|\\[(\\d+)]").matcher(path);
+    int at = 1;
+    while (at < path.length() && step.find(at) && step.start() == at) {
+      n = step.group(1) != null ? n.get(step.group(1)) : n.get(Integer.parseInt(step.group(2)));
+      if (n == null) {
+        return null;
+      }
+      at = step.end();
+    }
+    if (n.isNull() || n.isMissingNode()) {
+      return null;
+    }
+    return n.isContainerNode() ? json(n) : n.asText();
+  }
+
+  private String json(JsonNode n) {
+    try {
+      return mapper.writeValueAsString(n);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException("cannot write a JSON tree: " + e.getClass().getName());
+    }
+  }
+
+  /** A data error: PostgreSQL refused the row (data, constraint, type); anything else is retried. */
+  boolean isDataError(SQLException e) {
+    if (host.isTransient(e)) {
+      return false;
+    }
+    for (SQLException s = e; s != null; s = s.getNextException()) {
+      String st = s.getSQLState();
+      if (st != null && (st.startsWith("22") || st.startsWith("23") || st.equals("42804") || st.equals("P0001")
+          || st.equals("2F000") || st.equals("42883"))) {
+        return true;
+      }
+      if (s.getNextException() == s) {
+        break;
+      }
+    }
+    return false;
+  }
+
+  /** The database's error for a dead letter: its primary message (no detail lines, values in 22/23 masked). */
+  private String errorText(Exception e) {
+    if (e instanceof SQLException se) {
+      SQLException inner = se.getNextException() != null ? se.getNextException() : se;
+      StringBuilder d = new StringBuilder(host.describe(inner));
+      if (inner instanceof org.postgresql.util.PSQLException pe && pe.getServerErrorMessage() != null) {
+        var sm = pe.getServerErrorMessage(); // names of objects, never values
+        for (String[] part : new String[][] {{"constraint", sm.getConstraint()}, {"column", sm.getColumn()},
+            {"type", sm.getDatatype()}, {"table", sm.getTable()}}) {
+          if (part[1] != null) {
+            d.append("; ").append(part[0]).append(' ').append(part[1]);
+          }
+        }
+      }
+      return d.toString();
+    }
+    return e.getMessage();
+  }
+
+  /** Acknowledges what the committed batch did, in offset order; held partitions go back without an attempt. */
+  private void settle(Outcome o) throws GiveBack, InterruptedException {
+    if (o.dead.isEmpty()) {
+      if (!o.done.isEmpty()) {
+        host.queen().ack(o.done);
+      }
+    } else {
+      List<Message> all = new ArrayList<>(o.done);
+      all.addAll(o.dead.keySet());
+      all.sort(java.util.Comparator.comparingLong(Message::partitionId).thenComparingLong(Message::offset));
+      Transaction tx = host.queen().transaction();
+      for (Message m : all) {
+        String err = o.dead.get(m);
+        if (err != null) {
+          tx.ack(m, AckStatus.DEAD_LETTER, err);
+        } else {
+          tx.ack(m);
+        }
+      }
+      tx.commit(); // a lost lease is a result: the next holder finds the work done in the progress table
+    }
+    if (!o.held.isEmpty()) {
+      Thread.sleep(Math.min(2_000, 100L * spec.maxAttempts()));
+      throw new GiveBack("a refused message is tried again");
+    }
+  }
+}

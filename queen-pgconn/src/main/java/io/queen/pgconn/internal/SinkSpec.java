@@ -1,0 +1,23 @@
+package io.queen.pgconn.internal;
+
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A validated sink document. {@code connection} is null when the sink writes into Queen's own database.
+ *
+ * @param metadata message fact (partition, partitionId, offset, transactionId, createdAt, payload) to column
+ */
+record SinkSpec(String name, boolean enabled, Connection connection, String queue, String tableSchema, String table,
+    String mode, String consumerGroup, String subscriptionMode, Instant subscriptionFrom, int workers, int batchSize,
+    int maxAttempts, Map<String, String> metadata, String statement, List<String> params, boolean truncates) {
+
+  /** Where the target database is. {@code hasPassword}: the document carried one (stored sealed). */
+  record Connection(String host, int port, String database, String user, boolean hasPassword, String sslMode) {}
+
+  /** The table as written in SQL: both parts validated and double-quoted. */
+  String qualifiedTable() {
+    return Ident.quote(tableSchema) + "." + Ident.quote(table);
+  }
+}

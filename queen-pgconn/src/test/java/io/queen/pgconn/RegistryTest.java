@@ -1,0 +1,142 @@
+package io.queen.pgconn;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.queen.ConnectorException;
+import io.queen.InvalidConnectorException;
+import io.queen.Queen;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.QueenPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class RegistryTest {
+  static final String KEY = "0123456789abcdef".repeat(4);
+  static final String OK = """
+      {"kind": "sink", "sink": {"queue": "invoices", "table": "public.invoices", "mode": "upsert"}}""";
+  static final String WITH_PASSWORD = """
+      {"kind": "sink",
+       "connection": {"host": "pg", "database": "postgres", "user": "postgres", "password": "s3cr3t-pw", "sslMode": "disable"},
+       "sink": {"queue": "invoices", "table": "public.invoices", "mode": "upsert"}}""";
+
+  Queen queen;
+  DataSource ds;
+
+  @BeforeEach
+  void start(DataSource ds) {
+    this.ds = ds;
+    queen = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY).runConnectors(false).start();
+    queen.connectors().list().forEach(queen.connectors()::delete); // one database per class
+  }
+
+  @AfterEach
+  void stop() {
+    queen.close();
+  }
+
+  @Test
+  void putGetListDeleteRoundTrip() {
+    queen.connectors().put("invoices-sink", OK);
+    assertThat(queen.connectors().list()).containsExactly("invoices-sink");
+    assertThat(queen.connectors().get("invoices-sink")).get().extracting(d -> d.at("/sink/mode").asText())
+        .isEqualTo("upsert");
+    assertThat(queen.connectors().status("invoices-sink")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+    assertThat(queen.connectors().delete("invoices-sink")).isTrue();
+    assertThat(queen.connectors().get("invoices-sink")).isEmpty();
+    assertThat(queen.connectors().delete("invoices-sink")).isFalse();
+  }
+
+  @Test
+  void thePasswordIsSealedAndNeverReturned() throws Exception {
+    queen.connectors().put("remote", WITH_PASSWORD);
+    assertThat(queen.connectors().get("remote").orElseThrow().toString()).doesNotContain("s3cr3t-pw")
+        .doesNotContain("password");
+    assertThat(queen.connectors().status().toString()).doesNotContain("s3cr3t-pw");
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select document::text, encode(password_sealed, 'escape') from queen.connectors")) {
+      rs.next();
+      assertThat(rs.getString(1)).doesNotContain("s3cr3t-pw");
+      assertThat(rs.getString(2)).doesNotContain("s3cr3t-pw");
+    }
+  }
+
+  @Test
+  void aNodeWithoutTheKeyRefusesAPasswordAndStoresNothing(DataSource ds) {
+    try (Queen noKey = EmbeddedQueen.builder().dataSource(ds).encryptionKey(null).runConnectors(false).start()) {
+      assertThatThrownBy(() -> noKey.connectors().put("remote", WITH_PASSWORD)).isInstanceOf(ConnectorException.class)
+          .hasMessageContaining("no_encryption_key").hasMessageContaining("QUEEN_ENCRYPTION_KEY")
+          .hasMessageNotContaining("s3cr3t-pw");
+      assertThat(noKey.connectors().list()).isEmpty();
+      noKey.connectors().put("local", OK); // no password: no key needed
+    }
+  }
+
+  @Test
+  void aNodeWithAWrongKeyReportsItAndNeverConnects(DataSource ds) throws Exception {
+    queen.connectors().put("remote", WITH_PASSWORD);
+    try (Queen wrong = EmbeddedQueen.builder().dataSource(ds).encryptionKey("f".repeat(64))
+        .connectorRefresh(java.time.Duration.ofMillis(200)).start()) {
+      org.awaitility.Awaitility.await().atMost(10, TimeUnit.SECONDS).untilAsserted(() ->
+          assertThat(wrong.connectors().status("remote")).get().satisfies(s -> {
+            assertThat(s.phase()).isEqualTo("error");
+            assertThat(s.errorCode()).isEqualTo("wrong_encryption_key");
+            assertThat(s.error()).contains("give this node the key").doesNotContain("s3cr3t-pw");
+          }));
+    }
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(delimiter = '|', value = {
+      "name: uppercase             | Bad-Name | " + "{\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\"}} | name | lowercase letters",
+      "name: too long              | a123456789a123456789a123456789a123456789a1234567x | {\"kind\":\"sink\"} | name | 48 characters",
+      "name: leading dash          | -x | {\"kind\":\"sink\"} | name | starting with a letter or a digit",
+      "unknown top-level field     | s | {\"kind\":\"sink\",\"sinks\":{}} | sinks | unknown field",
+      "kind missing                | s | {\"sink\":{}} | kind | missing",
+      "kind wrong                  | s | {\"kind\":\"pipe\",\"sink\":{}} | kind | given \"pipe\"",
+      "sink missing                | s | {\"kind\":\"sink\"} | sink | missing",
+      "unknown sink field          | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"batch\":5}} | sink.batch | unknown field",
+      "mode not allowed            | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"merge\"}} | sink.mode | allowed are append, upsert, cdc, sql",
+      "mode wrong type             | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":1}} | sink.mode | allowed is a string",
+      "queue missing               | s | {\"kind\":\"sink\",\"sink\":{\"table\":\"t\",\"mode\":\"append\"}} | sink.queue | missing",
+      "queue bad name              | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"a b\",\"table\":\"t\",\"mode\":\"append\"}} | sink.queue | queue name",
+      "table injection             | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t; drop table x\",\"mode\":\"append\"}} | sink.table | schema.table",
+      "table missing               | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"mode\":\"append\"}} | sink.table | missing",
+      "workers out of range        | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"workers\":65}} | sink.workers | 1..64",
+      "batchSize zero              | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"batchSize\":0}} | sink.batchSize | 1..10000",
+      "maxAttempts fraction        | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"maxAttempts\":2.5}} | sink.maxAttempts | 1..100",
+      "subscriptionMode bad        | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"subscriptionMode\":\"latest\"}} | sink.subscriptionMode | ISO-8601",
+      "metadata unknown fact       | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"metadata\":{\"lsn\":\"c\"}}} | sink.metadata.lsn | allowed are partition",
+      "metadata bad column         | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"metadata\":{\"offset\":\"x y\"}}} | sink.metadata.offset | column name",
+      "statement outside sql mode  | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"statement\":\"select 1\"}} | sink.statement | only for mode",
+      "sql without statement       | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"mode\":\"sql\"}} | sink.statement | missing",
+      "sql param bad path          | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"mode\":\"sql\",\"statement\":\"select $1\",\"params\":[\"amount\"]}} | sink.params[0] | $.a.b",
+      "sql params count            | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"mode\":\"sql\",\"statement\":\"select $1, $2\",\"params\":[\"$.a\"]}} | sink.params | exactly one param",
+      "truncates outside cdc       | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"upsert\",\"truncates\":true}} | sink.truncates | only for mode",
+      "connection unknown field    | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"pass\":\"x\"},\"sink\":{}} | connection.pass | unknown field",
+      "connection host missing     | s | {\"kind\":\"sink\",\"connection\":{\"database\":\"d\",\"user\":\"u\"},\"sink\":{}} | connection.host | missing",
+      "connection port range       | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"port\":70000,\"database\":\"d\",\"user\":\"u\"},\"sink\":{}} | connection.port | 1..65535",
+      "connection sslMode          | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"sslMode\":\"verify-ca\"},\"sink\":{}} | connection.sslMode | disable, require, verify-full",
+      "connection password type    | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"password\":97531864},\"sink\":{}} | connection.password | a string",
+      "enabled wrong type          | s | {\"kind\":\"sink\",\"enabled\":\"yes\",\"sink\":{}} | enabled | true or false",
+      "not JSON                    | s | {kind: | (document) | not valid JSON",
+  })
+  void aBadDocumentIsRefusedNamingTheFieldAndNothingIsStored(String rule, String name, String doc, String field,
+      String says) {
+    assertThatThrownBy(() -> queen.connectors().put(name, doc)).isInstanceOf(InvalidConnectorException.class)
+        .hasMessageContaining(says).hasMessageNotContaining("97531864")
+        .satisfies(e -> assertThat(((InvalidConnectorException) e).field()).isEqualTo(field));
+    assertThat(queen.connectors().list()).isEmpty();
+  }
+}

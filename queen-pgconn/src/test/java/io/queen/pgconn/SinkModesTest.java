@@ -1,0 +1,200 @@
+package io.queen.pgconn;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.queen.PushItem;
+import io.queen.Queen;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+@QueenPostgres
+@Timeout(value = 90, unit = TimeUnit.SECONDS)
+class SinkModesTest {
+  static final ObjectMapper M = new ObjectMapper();
+  Queen queen;
+  TestDatabase db;
+
+  @BeforeEach
+  void start(TestDatabase db) {
+    this.db = db;
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(RegistryTest.KEY)
+        .connectorRefresh(Duration.ofMillis(200)).start();
+  }
+
+  @AfterEach
+  void stop() {
+    queen.close();
+  }
+
+  void sql(String s) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute(s);
+    }
+  }
+
+  List<String> rows(String q) throws Exception {
+    List<String> out = new ArrayList<>();
+    try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(q)) {
+      int n = rs.getMetaData().getColumnCount();
+      while (rs.next()) {
+        List<String> r = new ArrayList<>();
+        for (int i = 1; i <= n; i++) {
+          r.add(rs.getString(i));
+        }
+        out.add(String.join(" | ", r));
+      }
+    }
+    return out;
+  }
+
+  /** The seed's "How a message becomes a row" example, verbatim, against another database on the same server. */
+  @Test
+  void theSeedsInvoicesExample() throws Exception {
+    try (TestDatabase other = db.server().createDatabase("invoices")) {
+      try (Connection c = other.connection(); Statement st = c.createStatement()) {
+        st.execute("""
+            CREATE TABLE invoices (
+              id            bigint PRIMARY KEY,
+              customer      jsonb,
+              lines         jsonb,
+              total         numeric(12,2),
+              customer_tier text GENERATED ALWAYS AS (customer->>'tier') STORED,
+              city          text GENERATED ALWAYS AS (customer->'address'->>'city') STORED,
+              queen_offset  bigint
+            )""");
+      }
+      queen.connectors().put("invoices-sink", """
+          {
+            "kind": "sink",
+            "connection": {"host": "%s", "port": %d, "database": "%s", "user": "%s", "password": "%s", "sslMode": "disable"},
+            "sink": {"queue": "invoices", "table": "public.invoices", "mode": "upsert", "metadata": {"offset": "queen_offset"}}
+          }""".formatted(other.host(), other.port(), other.name(), other.user(), other.password()));
+      queen.push(List.of(
+          PushItem.to("invoices", "7", M.readTree("""
+              {"id":7,"customer":{"name":"Ada","tier":"gold","address":{"city":"Turin"}},"lines":[{"sku":"A1","qty":2}],"total":"12.50","note":"no column, ignored"}""")),
+          PushItem.to("invoices", "7", M.readTree("{\"id\":7,\"total\":15}"))));
+      await().atMost(20, TimeUnit.SECONDS).untilAsserted(() -> {
+        try (Connection c = other.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+            "SELECT id, customer, lines, total, customer_tier, city, queen_offset FROM invoices")) {
+          assertThat(rs.next()).isTrue();
+          assertThat(rs.getLong(1)).isEqualTo(7);
+          assertThat(rs.getString(2)).isEqualTo("{\"name\": \"Ada\", \"tier\": \"gold\", \"address\": {\"city\": \"Turin\"}}");
+          assertThat(rs.getString(3)).isEqualTo("[{\"qty\": 2, \"sku\": \"A1\"}]");
+          assertThat(rs.getString(4)).isEqualTo("15.00");
+          assertThat(rs.getString(5)).isEqualTo("gold");
+          assertThat(rs.getString(6)).isEqualTo("Turin");
+          assertThat(rs.getLong(7)).isEqualTo(1);
+          assertThat(rs.next()).isFalse();
+        }
+      });
+      assertThat(queen.connectors().status("invoices-sink")).get().satisfies(s -> {
+        assertThat(s.phase()).isEqualTo("running");
+        assertThat(s.counters()).containsEntry("applied", 2L).containsEntry("dlq", 0L);
+      });
+      queen.connectors().delete("invoices-sink"); // closes its connections before the database is dropped
+    }
+  }
+
+  /** The seed's payments example: a statement that is not idempotent runs exactly once per message. */
+  @Test
+  void theSeedsPaymentsExampleInSqlMode() throws Exception {
+    sql("CREATE TABLE accounts (id bigint PRIMARY KEY, balance numeric NOT NULL)");
+    sql("INSERT INTO accounts VALUES (1, 0), (2, 100)");
+    queen.connectors().put("payments", """
+        {
+          "kind": "sink",
+          "sink": {
+            "queue": "payments",
+            "table": "public.accounts",
+            "mode": "sql",
+            "statement": "UPDATE accounts SET balance = balance + $1::numeric WHERE id = $2::bigint",
+            "params": ["$.amount", "$.accountId"]
+          }
+        }""");
+    List<PushItem> items = new ArrayList<>();
+    for (int i = 0; i < 50; i++) {
+      items.add(PushItem.to("payments", "acct-" + (i % 2 + 1), Map.of("amount", "1.25", "accountId", i % 2 + 1)));
+    }
+    queen.push(items);
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(rows("select id, balance from accounts order by id")).containsExactly("1 | 31.25", "2 | 131.25"));
+    // a redelivery (the group's cursor moved back) is recognised by the progress table and changes nothing
+    queen.connectors().delete("payments");
+    queen.queue("payments").group("pg-payments").seekToBeginning();
+    queen.connectors().put("payments", queen.connectors().get("payments").map(Object::toString).orElse("""
+        {"kind": "sink", "sink": {"queue": "payments", "table": "public.accounts", "mode": "sql",
+         "statement": "UPDATE accounts SET balance = balance + $1::numeric WHERE id = $2::bigint",
+         "params": ["$.amount", "$.accountId"]}}"""));
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(queen.connectors().status("payments")).get().satisfies(s ->
+            assertThat(s.counters()).containsEntry("skipped", 50L)));
+    assertThat(rows("select id, balance from accounts order by id")).containsExactly("1 | 31.25", "2 | 131.25");
+  }
+
+  @Test
+  void appendModeWritesEveryMessageAndDefaultsTheRest() throws Exception {
+    sql("CREATE TABLE events (seq bigserial PRIMARY KEY, kind text NOT NULL, at text DEFAULT 'now', body jsonb, q_part text)");
+    queen.connectors().put("events", """
+        {"kind": "sink", "sink": {"queue": "events", "table": "events", "mode": "append",
+         "metadata": {"partition": "q_part", "payload": "body"}}}""");
+    for (int i = 0; i < 5; i++) {
+      queen.queue("events").partition("p" + (i % 2)).push(Map.of("kind", "k" + i));
+    }
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(rows("select kind, at, body->>'kind', q_part from events order by kind")).containsExactly(
+            "k0 | now | k0 | p0", "k1 | now | k1 | p1", "k2 | now | k2 | p0", "k3 | now | k3 | p1", "k4 | now | k4 | p0"));
+  }
+
+  @Test
+  void cdcModeAppliesTheSourcesEvents() throws Exception {
+    sql("CREATE TABLE orders_copy (id bigint PRIMARY KEY, customer jsonb, status text, total numeric(12,2), note text)");
+    queen.connectors().put("orders-copy", """
+        {"kind": "sink", "sink": {"queue": "orders", "table": "public.orders_copy", "mode": "cdc"}}""");
+    String[][] events = {
+        {"1", "{\"op\":\"r\",\"table\":\"public.orders\",\"key\":{\"id\":1},\"after\":{\"id\":1,\"customer\":{\"name\":\"Ada\"},\"status\":\"new\",\"total\":42.00,\"note\":\"big\"},\"before\":null}"},
+        {"2", "{\"op\":\"r\",\"table\":\"public.orders\",\"key\":{\"id\":2},\"after\":{\"id\":2,\"customer\":{\"name\":\"Linus\"},\"status\":\"new\",\"total\":17.50},\"before\":null}"},
+        {"1", "{\"op\":\"u\",\"table\":\"public.orders\",\"key\":{\"id\":1},\"after\":{\"id\":1,\"status\":\"paid\",\"total\":42.00},\"unchanged\":[\"note\"],\"before\":null}"},
+        {"3", "{\"op\":\"c\",\"table\":\"public.orders\",\"key\":{\"id\":3},\"after\":{\"id\":3,\"customer\":{\"name\":\"Grace\"},\"status\":\"new\",\"total\":99.90},\"before\":null}"},
+        {"2", "{\"op\":\"d\",\"table\":\"public.orders\",\"key\":{\"id\":2},\"after\":null,\"before\":{\"id\":2}}"},
+        // a key change: d on the old partition, c on the new one
+        {"3", "{\"op\":\"d\",\"table\":\"public.orders\",\"key\":{\"id\":3},\"after\":null,\"before\":{\"id\":3}}"},
+        {"4", "{\"op\":\"c\",\"table\":\"public.orders\",\"key\":{\"id\":4},\"after\":{\"id\":4,\"customer\":{\"name\":\"Grace\"},\"status\":\"new\",\"total\":99.90},\"before\":null}"},
+    };
+    for (String[] e : events) {
+      queen.queue("orders").partition(e[0]).push(M.readTree(e[1]));
+    }
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(rows("select id, customer, status, total, note from orders_copy order by id")).containsExactly(
+            "1 | {\"name\": \"Ada\"} | paid | 42.00 | big", "4 | {\"name\": \"Grace\"} | new | 99.90 | null"));
+  }
+
+  @Test
+  void aPoisonMessageIsDeadLetteredAfterMaxAttemptsAndItsPartitionGoesOn() throws Exception {
+    sql("CREATE TABLE items (id bigint PRIMARY KEY, qty int NOT NULL CHECK (qty > 0))");
+    queen.connectors().put("items", """
+        {"kind": "sink", "sink": {"queue": "items", "table": "items", "mode": "upsert", "maxAttempts": 2}}""");
+    queen.push(List.of(PushItem.to("items", "p", Map.of("id", 1, "qty", 1)),
+        PushItem.to("items", "p", Map.of("id", 2, "qty", -5)),
+        PushItem.to("items", "p", Map.of("id", 3, "qty", 3))));
+    await().atMost(30, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(rows("select id, qty from items order by id")).containsExactly("1 | 1", "3 | 3"));
+    await().atMost(10, TimeUnit.SECONDS).untilAsserted(() -> assertThat(queen.deadLetters("items").group("pg-items").list(10, null))
+        .singleElement().satisfies(d -> assertThat(d.error()).contains("items_qty_check").contains("2 attempt")));
+    assertThat(queen.connectors().status("items").orElseThrow().counters()).containsEntry("dlq", 1L);
+  }
+}
