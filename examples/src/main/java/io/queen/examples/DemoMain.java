@@ -87,6 +87,9 @@ public final class DemoMain {
       // 5. one transaction: a marker, a push and an ack commit together or not at all
       OnceDemo.run(queen, DemoMain::say);
 
+      // 6. a queue written into a table by a sink connector, exactly once
+      SinkDemo.run(queen, db.dataSource(), DemoMain::say);
+
       queen.status().queues().forEach(qs -> qs.groups().forEach(g -> say("status: queue " + qs.name() + ", "
           + (g.name().equals(Queen.DEFAULT_GROUP) ? "the queue's default group" : "group " + g.name()) + ": lag "
           + g.lag() + ", dead letters " + g.deadLetters())));

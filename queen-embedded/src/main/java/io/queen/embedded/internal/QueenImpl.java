@@ -351,6 +351,7 @@ public final class QueenImpl implements Queen {
 
   @Override
   public io.queen.Connectors connectors() {
+    checkOpen();
     io.queen.embedded.spi.ConnectorPlugin p = connectors;
     if (p == null) {
       throw new UnsupportedOperationException(CONNECTORS_MISSING);
