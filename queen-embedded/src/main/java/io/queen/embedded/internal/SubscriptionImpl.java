@@ -67,6 +67,8 @@ final class SubscriptionImpl implements Subscription {
   private final String where;
   private final List<Thread> workers = new ArrayList<>();
   private Thread claimer;
+  /** Sends the workers' acknowledgements together: one call (one commit) for what gathered meanwhile. */
+  private AckCoalescer acker;
   /** Units of work popped by the claimer: one partition's messages, or a batch handler's whole batch. */
   private final java.util.concurrent.LinkedBlockingQueue<Unit> units = new java.util.concurrent.LinkedBlockingQueue<>();
   /** Pushes to the queue noticed (local or notified), and whether the claimer last waited for a free worker. */
@@ -152,6 +154,8 @@ final class SubscriptionImpl implements Subscription {
     }
     claimer = role != null ? queen.newDaemon(prefix + "-claimer", this::claim)
         : queen.newThread(prefix + "-claimer", this::claim);
+    acker = new AckCoalescer(queen.broker(), r -> role != null ? queen.newDaemon(prefix + "-acker", r)
+        : queen.newThread(prefix + "-acker", r));
     queen.wakeups().addListener(request.queue(), onWake);
     workers.forEach(Thread::start);
     claimer.start();
@@ -733,7 +737,8 @@ final class SubscriptionImpl implements Subscription {
     Thread.interrupted(); // an interrupt aimed at the handler must not fail the acknowledgement
     List<AckResult> res;
     try {
-      res = queen.broker().ack(acks);
+      AckCoalescer a = acker;
+      res = a != null ? a.ack(acks) : queen.broker().ack(acks);
     } catch (RuntimeException e) {
       LogThrottle.Decision d = throttle.admit(LogThrottle.kind("ack", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {
@@ -878,6 +883,10 @@ final class SubscriptionImpl implements Subscription {
       if (t.isAlive()) {
         LOG.warn("{} - worker {} did not stop within the grace period and an interrupt", queen.nodeId(), t.getName());
       }
+    }
+    AckCoalescer a = acker;
+    if (a != null) {
+      a.close(); // the workers have their answers; nothing is waiting in it
     }
     ScheduledFuture<?> r = renewal;
     if (r != null) {

@@ -268,7 +268,7 @@ class ConsumerRoundIT {
     within(Duration.ofSeconds(60)).until(() -> completed.get() >= CRASH_MESSAGES && lag(pusher, q, Queen.DEFAULT_GROUP) == 0);
     long alive = Thread.getAllStackTraces().keySet().stream()
         .filter(t -> t.isAlive() && t.getName().startsWith("queen-" + consumer.nodeId() + "-" + q + "-")).count();
-    assertThat(alive).as("both workers and the claimer survived").isEqualTo(3);
+    assertThat(alive).as("both workers, the claimer and the acker survived").isEqualTo(4);
     s.close();
 
     assertThat(completions.keySet()).as("every message completed").isEqualTo(pushed);

@@ -1,0 +1,127 @@
+package io.queen.embedded.internal;
+
+import io.queen.AckResult;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * Commits the acknowledgements of a subscription's workers together. A worker hands its acks over and
+ * waits for their results; one flusher thread sends whatever has gathered while the previous call was
+ * running as ONE call of {@code ack} (one transaction, one WAL flush). With sixteen workers finishing one
+ * message each, that is one commit instead of sixteen: the same group commit PostgreSQL would do, but
+ * without sixteen round trips and sixteen flush waits competing for the WAL. A lone ack pays one thread
+ * hand-off. Results are exactly those of {@link Broker#ack(List)} for each worker's own requests; a
+ * failure of the call fails every worker's share of it (as the worker's own call would have).
+ */
+final class AckCoalescer implements AutoCloseable {
+  /** Most acknowledgements in one call. */
+  static final int MAX_ACKS = 2_000;
+
+  private record Pending(List<Broker.AckRequest> acks, CompletableFuture<List<AckResult>> done) {}
+
+  private final Broker broker;
+  private final LinkedBlockingQueue<Pending> queue = new LinkedBlockingQueue<>();
+  private final Thread flusher;
+  private volatile boolean running = true;
+
+  AckCoalescer(Broker broker, java.util.function.Function<Runnable, Thread> threads) {
+    this.broker = broker;
+    this.flusher = threads.apply(this::flushLoop);
+    this.flusher.start();
+  }
+
+  /**
+   * Acknowledges {@code acks} (in one call with whatever other workers hand over meanwhile) and returns
+   * their results in order. Waits for the call even if this thread is interrupted (the interrupt is kept):
+   * an acknowledgement that was sent must be known.
+   */
+  List<AckResult> ack(List<Broker.AckRequest> acks) {
+    if (!running) {
+      return broker.ack(acks); // closing: nothing to coalesce with
+    }
+    Pending p = new Pending(acks, new CompletableFuture<>());
+    queue.add(p);
+    boolean interrupted = false;
+    try {
+      while (true) {
+        try {
+          return p.done().get(1, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          interrupted = true;
+        } catch (TimeoutException e) {
+          if (!flusher.isAlive() && queue.remove(p)) {
+            return broker.ack(acks); // the flusher is gone (closed meanwhile): send it alone
+          }
+        } catch (ExecutionException e) {
+          if (e.getCause() instanceof RuntimeException re) {
+            throw re;
+          }
+          throw new IllegalStateException(e.getCause());
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private void flushLoop() {
+    List<Pending> batch = new ArrayList<>();
+    while (running || !queue.isEmpty()) {
+      batch.clear();
+      try {
+        Pending first = queue.poll(200, TimeUnit.MILLISECONDS);
+        if (first == null) {
+          continue;
+        }
+        batch.add(first);
+      } catch (InterruptedException e) {
+        if (!running) {
+          continue; // drain what is left, then stop
+        }
+        continue;
+      }
+      int n = batch.get(0).acks().size();
+      Pending next;
+      while (n < MAX_ACKS && (next = queue.poll()) != null) {
+        batch.add(next);
+        n += next.acks().size();
+      }
+      List<Broker.AckRequest> all = new ArrayList<>(n);
+      for (Pending p : batch) {
+        all.addAll(p.acks());
+      }
+      try {
+        List<AckResult> res = broker.ack(all);
+        int from = 0;
+        for (Pending p : batch) {
+          int to = from + p.acks().size();
+          p.done().complete(List.copyOf(res.subList(from, to)));
+          from = to;
+        }
+      } catch (RuntimeException | Error e) {
+        for (Pending p : batch) {
+          p.done().completeExceptionally(e);
+        }
+      }
+    }
+  }
+
+  /** Stops the flusher after it has sent what was handed over. */
+  @Override
+  public void close() {
+    running = false;
+    flusher.interrupt();
+    try {
+      flusher.join(5_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}
