@@ -71,6 +71,35 @@ final class AckCoalescer implements AutoCloseable {
     }
   }
 
+  /**
+   * Hands {@code acks} over without waiting: {@code onResults} (or {@code onError}) runs on the flusher
+   * thread once their call returned, and must be quick. When closing, the call is made here and now.
+   */
+  void ackAsync(List<Broker.AckRequest> acks, java.util.function.Consumer<List<AckResult>> onResults,
+      java.util.function.Consumer<RuntimeException> onError) {
+    CompletableFuture<List<AckResult>> done = new CompletableFuture<>();
+    done.whenComplete((res, err) -> {
+      try {
+        if (err == null) {
+          onResults.accept(res);
+        } else {
+          onError.accept(err instanceof RuntimeException re ? re : new IllegalStateException(err));
+        }
+      } catch (RuntimeException e) {
+        org.slf4j.LoggerFactory.getLogger(AckCoalescer.class).warn("acknowledgement callback failed: {}", e.toString());
+      }
+    });
+    if (!running || !flusher.isAlive()) {
+      try {
+        done.complete(broker.ack(acks));
+      } catch (RuntimeException e) {
+        done.completeExceptionally(e);
+      }
+      return;
+    }
+    queue.add(new Pending(acks, done));
+  }
+
   private void flushLoop() {
     List<Pending> batch = new ArrayList<>();
     while (running || !queue.isEmpty()) {

@@ -369,9 +369,10 @@ final class SubscriptionImpl implements Subscription {
         break; // a unit taken now is not run: its lease is given back by close()
       }
       long failures = failed.get() + leaseLost.get();
-      runBatch(unit.messages());
-      mayHaveMore = pushWakes.get() != unit.pushWakesAtDispatch() || failed.get() + leaseLost.get() != failures
-          || unit.mayBeCut();
+      boolean ackInFlight = runBatch(unit);
+      // with the ack in flight the partition is still leased: the acker nudges the claimer when it is not
+      mayHaveMore = !ackInFlight && (pushWakes.get() != unit.pushWakesAtDispatch()
+          || failed.get() + leaseLost.get() != failures || unit.mayBeCut());
     }
   }
 
@@ -398,7 +399,12 @@ final class SubscriptionImpl implements Subscription {
     }
   }
 
-  private void runBatch(List<Message> batch) {
+  /**
+   * Runs one unit. Returns true when its acknowledgement is still in flight (a plain handler's completed
+   * unit: the acker commits it and then lets the leases go and nudges the claimer), false when it is settled.
+   */
+  private boolean runBatch(Unit unit) {
+    List<Message> batch = unit.messages();
     Map<Long, List<Message>> byPartition = new LinkedHashMap<>();
     for (Message m : batch) {
       byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
@@ -406,11 +412,12 @@ final class SubscriptionImpl implements Subscription {
     List<Message> heads = new ArrayList<>();
     byPartition.values().forEach(l -> heads.add(l.get(0)));
     inFlight.addAll(heads); // (already there when the claimer dispatched it)
+    boolean async = false;
     try {
       if (one != null) {
-        runEach(byPartition);
+        async = runEach(byPartition, heads, unit);
       } else if (many != null) {
-        runMany(batch, heads);
+        async = runMany(batch, heads, unit);
       } else if (owned != null) {
         runOwned(batch, heads);
       } else if (txOne != null) {
@@ -421,12 +428,43 @@ final class SubscriptionImpl implements Subscription {
         runTxBatch(batch, byPartition, heads);
       }
     } finally {
-      inFlight.removeAll(heads);
+      if (!async) {
+        inFlight.removeAll(heads);
+      }
     }
+    return async;
+  }
+
+  /**
+   * A unit whose messages all completed: its acknowledgement goes to the acker and the worker goes on at
+   * once; the leases stay renewed until the ack committed, and the claimer is nudged then if the unit's
+   * partition may hold more (as the worker would have done).
+   */
+  private boolean settleAsync(List<Broker.AckRequest> acks, List<Message> heads, Unit unit) {
+    AckCoalescer a = acker;
+    if (a == null || !running.get()) {
+      return false;
+    }
+    a.ackAsync(acks, res -> {
+      count(res);
+      inFlight.removeAll(heads);
+      if (pushWakes.get() != unit.pushWakesAtDispatch() || unit.mayBeCut() || res.stream()
+          .anyMatch(r -> r.outcome() != AckOutcome.ACKED && r.outcome() != AckOutcome.ALREADY_ACKED)) {
+        nudge();
+      }
+    }, e -> {
+      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("ack", e));
+      if (d.level() != LogThrottle.Level.SUPPRESS) {
+        LOG.warn("{} - could not acknowledge {} message(s) of {}: {}; their leases expire and they are redelivered",
+            queen.nodeId(), acks.size(), where, Sql.describe(e));
+      }
+      inFlight.removeAll(heads);
+    });
+    return true;
   }
 
   /** MessageHandler: run in order per partition, then acknowledge what ran in one call. */
-  private void runEach(Map<Long, List<Message>> byPartition) {
+  private boolean runEach(Map<Long, List<Message>> byPartition, List<Message> heads, Unit unit) {
     List<Broker.AckRequest> acks = new ArrayList<>();
     List<Message> giveBack = new ArrayList<>();
     for (List<Message> part : byPartition.values()) {
@@ -457,12 +495,17 @@ final class SubscriptionImpl implements Subscription {
         }
       }
     }
+    if (giveBack.isEmpty() && !acks.isEmpty() && acks.stream().allMatch(a -> a.status() == AckStatus.COMPLETED)
+        && settleAsync(acks, heads, unit)) {
+      return true;
+    }
     settle(acks);
     giveBack(giveBack);
+    return false;
   }
 
   /** BatchHandler: one call for the batch, then acknowledge all of it or fail the heads. */
-  private void runMany(List<Message> batch, List<Message> heads) {
+  private boolean runMany(List<Message> batch, List<Message> heads, Unit unit) {
     List<Broker.AckRequest> acks = new ArrayList<>(batch.size());
     long t0 = System.nanoTime();
     try {
@@ -476,12 +519,16 @@ final class SubscriptionImpl implements Subscription {
       queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
       if (!running.get()) {
         giveBack(heads);
-        return;
+        return false;
       }
       failHeads(heads, t);
-      return;
+      return false;
+    }
+    if (settleAsync(acks, heads, unit)) {
+      return true;
     }
     settle(acks);
+    return false;
   }
 
   /**
@@ -747,6 +794,15 @@ final class SubscriptionImpl implements Subscription {
       }
       return false;
     }
+    return count(res, countAcked);
+  }
+
+  /** Counts acknowledgement outcomes (completed ones as acked); returns false when a lease was found lost. */
+  private boolean count(List<AckResult> res) {
+    return count(res, true);
+  }
+
+  private boolean count(List<AckResult> res, boolean countAcked) {
     long lost = 0;
     for (AckResult r : res) {
       switch (r.outcome()) {
