@@ -122,7 +122,7 @@ final class Sink {
     }
     SubscriptionMode mode = "new".equals(spec.subscriptionMode()) ? SubscriptionMode.NEW : SubscriptionMode.ALL;
     sub = host.consume(new ConsumeSpec(spec.queue(), spec.consumerGroup(), mode, spec.subscriptionFrom(),
-        spec.batchSize(), spec.workers(), null, "pg-" + spec.name()), this::handle);
+        spec.batchSize(), spec.workers(), null, "pg-" + spec.name(), false), this::handle);
     phase = "running";
     lastCode = null;
     lastError = null;
