@@ -172,4 +172,49 @@ class GroupExpiryTest {
       }
     }
   }
+
+  @Test
+  void aConnectorLoopTakesOverTheLeasesOfADeadNodeMidBatchWithoutAnAttempt(DataSource ds) throws Exception {
+    String q = "expiry-takeover";
+    try (Queen a = node(ds, "expiry-takeover-a"); Queen b = node(ds, "expiry-takeover-b")) {
+      List<PushItem> items = new java.util.ArrayList<>();
+      for (int i = 0; i < 40; i++) {
+        items.add(PushItem.of("p" + i, Map.of("n", i)));
+      }
+      a.queue(q).push(items);
+      java.util.concurrent.CountDownLatch stuck = new java.util.concurrent.CountDownLatch(1);
+      ConsumerBuilderImpl ba = (ConsumerBuilderImpl) a.queue(q).group("pg-t").subscription(SubscriptionMode.ALL).batch(500)
+          .concurrency(2);
+      Subscription sa = ba.consumeOwned(batch -> {
+        stuck.countDown();
+        Thread.sleep(60_000);
+      }, "pg-t", false);
+      assertThat(stuck.await(10, TimeUnit.SECONDS)).isTrue();
+      ((QueenImpl) a).liveness().pause(true);
+      try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
+          "update queen.nodes set dead_after = clock_timestamp() - interval '1 second' where node_id = ?")) {
+        st.setString(1, a.nodeId());
+        assertThat(st.executeUpdate()).isEqualTo(1);
+      }
+      ConcurrentLinkedQueue<Message> seen = new ConcurrentLinkedQueue<>();
+      ConsumerBuilderImpl bb = (ConsumerBuilderImpl) b.queue(q).group("pg-t").subscription(SubscriptionMode.ALL).batch(500)
+          .concurrency(2);
+      Subscription sb = bb.consumeOwned(batch -> {
+        seen.addAll(batch);
+        b.ack(batch);
+      }, "pg-t", false);
+      try {
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (seen.size() < 40 && System.nanoTime() < end) {
+          Thread.sleep(50);
+        }
+        assertThat(seen).hasSize(40);
+        assertThat(seen).extracting(Message::attempt).containsOnly(1);
+        assertThat(deadLetters(ds, q)).isZero();
+      } finally {
+        sb.close();
+        sa.close(Duration.ofMillis(100));
+      }
+    }
+  }
 }
