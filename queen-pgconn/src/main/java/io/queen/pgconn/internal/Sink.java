@@ -400,13 +400,14 @@ final class Sink {
       done.addAll(fresh);
     }
     if (!advance.isEmpty()) {
-      try (PreparedStatement st = prepared(c, "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
-          + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid")) {
-        st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
-        st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
-        st.setString(3, spec.name());
-        st.executeUpdate();
-      }
+      // cached per connection like every statement here: never closed by this code (a worker's own connection
+      // serves batch after batch; closing it here broke every next batch on that connection once)
+      PreparedStatement st = prepared(c, "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
+          + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid");
+      st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
+      st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
+      st.setString(3, spec.name());
+      st.executeUpdate();
     }
     c.commit();
     int appliedHere = done.size() - skippedHere;
