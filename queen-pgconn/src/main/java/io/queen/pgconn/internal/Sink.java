@@ -76,8 +76,14 @@ final class Sink {
   private final Map<Thread, Connection> external = new ConcurrentHashMap<>();
   private final Map<Connection, Map<String, PreparedStatement>> statements = new ConcurrentHashMap<>();
   private volatile boolean stopped;
+  private final SinkMeters.Connector meters;
 
   Sink(ConnectorHost host, SinkSpec spec, long version, String password) {
+    this(host, spec, version, password, SinkMeters.NOOP_CONNECTOR);
+  }
+
+  Sink(ConnectorHost host, SinkSpec spec, long version, String password, SinkMeters.Connector meters) {
+    this.meters = meters;
     this.host = host;
     this.spec = spec;
     this.version = version;
@@ -137,6 +143,7 @@ final class Sink {
 
   private void fail(ErrorCode code, String why) {
     errors.incrementAndGet();
+    meters.error();
     boolean changed = lastCode != code;
     phase = "error";
     lastCode = code;
@@ -157,6 +164,11 @@ final class Sink {
     }
     external.clear();
     statements.clear();
+  }
+
+  /** Whether this node is running the sink's work now (the owner gauge). */
+  boolean running() {
+    return !stopped && "running".equals(phase);
   }
 
   ConnectorStatus status() {
@@ -291,6 +303,7 @@ final class Sink {
           release(c, true);
         }
         errors.incrementAndGet();
+        meters.error();
         if (stopped || Thread.currentThread().isInterrupted()) {
           throw new GiveBack("stopping");
         }
@@ -415,6 +428,10 @@ final class Sink {
     skipped.addAndGet(skippedHere);
     dlq.addAndGet(dead.size());
     batches.incrementAndGet();
+    meters.applied(appliedHere);
+    meters.skipped(skippedHere);
+    meters.dlq(dead.size());
+    meters.batch();
     lastProgress = Instant.now();
     if ("running".equals(phase) || lastCode == ErrorCode.TRANSIENT) {
       lastCode = null;
