@@ -56,6 +56,10 @@ class SinkMetersTest {
       assertThat(count(registry, "queen.pg.sink.batches")).isPositive();
       assertThat(count(registry, "queen.pg.connector.errors")).isZero();
       assertThat(registry.get("queen.pg.connector.owner").tag("connector", "metered").gauge().value()).isEqualTo(1.0);
+      assertThat(queen.status().connector("metered")).as("the connectors in status()").satisfies(s -> {
+        assertThat(s.phase()).isEqualTo("running");
+        assertThat(s.counters()).containsEntry("applied", 10L);
+      });
 
       // a new version of the document restarts the sink: the same series go on counting (10 redeliveries skipped)
       queen.queue("metered").group("pg-metered").seekToBeginning();
@@ -64,6 +68,7 @@ class SinkMetersTest {
       assertThat(count(registry, "queen.pg.sink.applied")).isEqualTo(10);
 
       queen.connectors().delete("metered");
+      assertThat(queen.status().connectors()).isEmpty();
       assertThat(registry.find("queen.pg.connector.owner").gauge()).as("the gauge goes with the connector").isNull();
       assertThat(registry.getMeters()).extracting(m -> m.getId().getName()).filteredOn(n -> n.startsWith("queen.pg"))
           .containsOnly("queen.pg.sink.applied", "queen.pg.sink.skipped", "queen.pg.sink.dlq", "queen.pg.sink.batches",
