@@ -50,8 +50,10 @@ import org.slf4j.LoggerFactory;
  * {@code queen-sink-pay} backend waiting on a lock) with its leases held, and is killed there. The next child takes
  * the same partitions over from the dead node (the core's "owner stopped heartbeating" expiry), blocks, and is
  * killed again: five times in a row on the same heads, with the queue's {@code retryLimit} at its default 3. Before
- * V14 the fourth take-over dead-lettered those heads; now no attempt is counted at all. Part two, the lock gone,
- * two more kills at arbitrary moments of a free-running sink. At the end every balance equals exactly one
+ * V14 the fourth take-over dead-lettered those heads; now no attempt is counted at all (with the sink's group
+ * left to count expiries this test fails at kill 2). Part two, the lock gone and the messages spread over all 40
+ * partitions, two more kills of a free-running sink, each right after a payments batch is seen inside its
+ * transaction. At the end every balance equals exactly one
  * application of each pushed message, the ledger holds each message exactly once, nothing is dead-lettered, both
  * groups' lag is 0 and every progress row sits at its partition's last offset.
  */
@@ -185,7 +187,10 @@ class SinkCrashIT {
         assertThat(heldAgain).as("the same heads were killed mid-batch again and again").isPositive();
         assertThat(count(db, "select count(*) from queen.dead_letters")).isZero();
 
-        // ---- part two: the lock gone, kills at arbitrary moments of a free-running sink
+        // ---- part two: the lock gone, a free-running sink killed right after a batch is seen inside its
+        // transaction; account updates now take 1 ms each, so batches spend their time there
+        sql(db, "create function slow_row() returns trigger language plpgsql as $$ begin perform pg_sleep(0.001);"
+            + " return new; end $$", "create trigger slow_row before update on accounts for each row execute function slow_row()");
         pusher.pause(10);
         pusher.spread(PARTITIONS);
         for (int k = 1; k <= FREE_KILLS; k++) {
@@ -195,12 +200,16 @@ class SinkCrashIT {
             return m.find() && m.group(1).equals("pay") && Long.parseLong(m.group(3)) >= 200;
           }, Duration.ofSeconds(60));
           Thread.sleep(300 + 400L * k);
-          long inTx = count(db, "select count(*) from pg_stat_activity where datname = current_database()"
-              + " and application_name = 'queen-sink-pay' and xact_start is not null");
-          victim.kill();
+          long[] inTx = new long[1];
+          within(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(2)).until(() -> {
+            inTx[0] = count(db, "select count(*) from pg_stat_activity where datname = current_database()"
+                + " and application_name = 'queen-sink-pay' and xact_start is not null and state <> 'idle'");
+            return inTx[0] > 0;
+          });
+          victim.kill(); // right after seeing a payments batch inside its transaction
           assertThat(victim.awaitExit(Duration.ofSeconds(30))).isEqualTo(137);
-          LOG.info("free kill {}: {} payments backend(s) inside a batch at the kill; pushed so far {}", k, inTx,
-              pusher.pushed());
+          LOG.info("free kill {}: {} payments backend(s) seen inside a batch just before the kill; pushed so far {}", k,
+              inTx[0], pusher.pushed());
         }
         ChildJvm last = child(db);
         last.awaitLine(l -> l.startsWith("READY "), Duration.ofSeconds(60));
