@@ -9,8 +9,24 @@ import java.util.List;
  *
  * @param takenAt database time of the snapshot
  * @param queues every queue
+ * @param connectors every connector as this node sees it (its phase here, this node's counters; the same as
+ *     {@code connectors().status()}); empty on a node without queen-pgconn
  */
-public record Status(Instant takenAt, List<QueueStatus> queues) {
+public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorStatus> connectors) {
+  public Status {
+    queues = List.copyOf(queues);
+    connectors = List.copyOf(connectors);
+  }
+
+  /** A snapshot without connectors. */
+  public Status(Instant takenAt, List<QueueStatus> queues) {
+    this(takenAt, queues, List.of());
+  }
+
+  /** The connector's entry, if it exists. */
+  public ConnectorStatus connector(String name) {
+    return connectors.stream().filter(c -> c.name().equals(name)).findFirst().orElse(null);
+  }
 
   /** One queue. {@code messages} counts the stored messages. */
   public record QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups) {}

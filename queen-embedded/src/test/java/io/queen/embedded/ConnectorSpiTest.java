@@ -21,6 +21,7 @@ class ConnectorSpiTest {
     try (Queen q = EmbeddedQueen.builder().dataSource(ds).start()) {
       assertThatThrownBy(q::connectors).isInstanceOf(UnsupportedOperationException.class)
           .hasMessageContaining("io.queen:queen-pgconn").hasMessageContaining("<artifactId>queen-pgconn</artifactId>");
+      assertThat(q.status().connectors()).as("no connectors in status() without queen-pgconn").isEmpty();
     }
   }
 

@@ -146,6 +146,28 @@ class SinkModesTest {
     assertThat(rows("select id, balance from accounts order by id")).containsExactly("1 | 31.25", "2 | 131.25");
   }
 
+  /** A worker keeps its connection to another database across batches, and its cached statements stay usable. */
+  @Test
+  void aWorkersOwnConnectionServesBatchAfterBatchWithoutErrors() throws Exception {
+    sql("CREATE TABLE counts (id bigint PRIMARY KEY, n bigint NOT NULL)");
+    sql("INSERT INTO counts VALUES (1, 0)");
+    queen.connectors().put("counter", """
+        {"kind": "sink",
+         "connection": {"host": "%s", "port": %d, "database": "%s", "user": "%s", "password": "%s"},
+         "sink": {"queue": "counter", "mode": "sql", "statement": "UPDATE counts SET n = n + $1::bigint WHERE id = 1",
+                  "params": ["$.n"]}}""".formatted(db.host(), db.port(), db.name(), db.user(), db.password()));
+    for (int round = 1; round <= 5; round++) {
+      queen.queue("counter").partition("p").push(Map.of("n", round));
+      long want = round * (round + 1) / 2;
+      await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+          assertThat(rows("select n from counts")).containsExactly(Long.toString(want)));
+    }
+    assertThat(queen.connectors().status("counter")).get().satisfies(s -> {
+      assertThat(s.counters()).containsEntry("batches", 5L).containsEntry("errors", 0L).containsEntry("applied", 5L);
+      assertThat(s.errorCode()).isNull();
+    });
+  }
+
   @Test
   void appendModeWritesEveryMessageAndDefaultsTheRest() throws Exception {
     sql("CREATE TABLE events (seq bigserial PRIMARY KEY, kind text NOT NULL, at text DEFAULT 'now', body jsonb, q_part text)");

@@ -778,6 +778,26 @@ public final class Broker {
     });
   }
 
+  /**
+   * Sets whether an expired lease counts as an attempt for the group (V14), creating the group the way its
+   * first pop would; false when the queue does not exist yet (nothing is created then).
+   */
+  public boolean groupExpiry(PopRequest r, boolean counts) {
+    return Sql.autoCommit(ds, "group expiry", c -> {
+      try (PreparedStatement st = c.prepareStatement("select " + schema + ".group_expiry(?, ?, ?, ?, ?)")) {
+        st.setString(1, r.queue());
+        st.setString(2, r.group());
+        st.setString(3, r.mode());
+        st.setTimestamp(4, r.from() == null ? null : Timestamp.from(r.from()));
+        st.setBoolean(5, counts);
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          return rs.getBoolean(1);
+        }
+      }
+    });
+  }
+
   /** Whether the queue exists (created by a push or by configure). */
   public boolean queueExists(String queue) {
     return Sql.autoCommit(ds, "queue exists", c -> {

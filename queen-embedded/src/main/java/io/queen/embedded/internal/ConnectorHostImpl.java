@@ -96,7 +96,7 @@ final class ConnectorHostImpl implements ConnectorHost {
     if (spec.leaseTime() != null) {
       b.leaseTime(spec.leaseTime());
     }
-    return b.consumeOwned(handler, spec.threadRole());
+    return b.consumeOwned(handler, spec.threadRole(), spec.expiryCounts());
   }
 
   @Override

@@ -135,6 +135,8 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
     return this;
   }
 
+  private boolean ownedExpiryCounts = true;
+
   Broker.PopRequest request() {
     String m;
     if (Queen.DEFAULT_GROUP.equals(group)) {
@@ -194,7 +196,13 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   /** For the connector SPI: a loop whose batch handler acknowledges by itself; threads named by {@code role}. */
   Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role) {
+    return consumeOwned(handler, role, true);
+  }
+
+  /** As above; {@code expiryCounts} false: the group's expired leases are released without an attempt (V14). */
+  Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role, boolean expiryCounts) {
     Objects.requireNonNull(handler, "handler");
+    this.ownedExpiryCounts = expiryCounts;
     return start(null, null, null, null, handler, role);
   }
 
@@ -220,6 +228,9 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
         : queen.config().closeGrace(), one, many, txOne, txMany, owned, role);
     if (!exists) {
       queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));
+    }
+    if (owned != null && !ownedExpiryCounts) {
+      s.expiryNotCounted();
     }
     queen.register(s);
     s.start();

@@ -362,7 +362,9 @@ public final class QueenImpl implements Queen {
   @Override
   public Status status() {
     checkOpen();
-    return status.read();
+    Status s = status.read();
+    io.queen.embedded.spi.ConnectorPlugin p = connectors;
+    return p == null ? s : new Status(s.takenAt(), s.queues(), p.connectors().status());
   }
 
   @Override

@@ -153,6 +153,12 @@ public final class Sql {
   }
 
   private static String safeMessage(SQLException e) {
+    if (e instanceof java.sql.BatchUpdateException) {
+      // pgjdbc's own message quotes the failed entry: the statement text with its parameter values
+      SQLException next = e.getNextException();
+      String why = next != null && next != e ? safeMessage(next) : null;
+      return why == null ? "a batch entry failed" : "a batch entry failed: " + why;
+    }
     String msg = null;
     if (e instanceof PSQLException pe && pe.getServerErrorMessage() != null) {
       msg = pe.getServerErrorMessage().getMessage();

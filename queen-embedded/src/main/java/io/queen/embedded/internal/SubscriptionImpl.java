@@ -111,6 +111,10 @@ final class SubscriptionImpl implements Subscription {
   private final AtomicBoolean warnedUnrequiredMarker = new AtomicBoolean();
   private final AtomicBoolean warnedSelfCommit = new AtomicBoolean();
   private volatile ScheduledFuture<?> renewal;
+  /** False for a group whose expired leases are released without an attempt (V14); set before {@link #start}. */
+  private volatile boolean expiryCounts = true;
+  /** Whether the group's flag is in place (only asked for when {@code expiryCounts} is false). */
+  private volatile boolean expiryMarked;
 
   /** Exactly one of the four handlers is non-null. */
   SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
@@ -241,6 +245,17 @@ final class SubscriptionImpl implements Subscription {
           continue;
         }
         starved = false;
+        if (!expiryCounts && !expiryMarked) {
+          // no lease of this group is taken before its flag is in place (a node killed holding one must not
+          // have it counted); the queue does not exist yet: wait like an empty pop
+          if (!queen.broker().groupExpiry(request, false)) {
+            emptyPops.incrementAndGet();
+            queen.afterEmptyPop(this);
+            awaitNudge(seen);
+            continue;
+          }
+          expiryMarked = true;
+        }
         boolean batchShape = many != null || txMany != null || owned != null;
         int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
             : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
@@ -286,6 +301,11 @@ final class SubscriptionImpl implements Subscription {
         }
       }
     }
+  }
+
+  /** For a group whose consumer counts attempts itself: its expired leases count none (V14). Before start. */
+  void expiryNotCounted() {
+    expiryCounts = false;
   }
 
   /** What the claimer waits for: a push to the queue, a worker going idle or finishing, close. */

@@ -7,15 +7,28 @@ import java.util.Objects;
 
 /**
  * What {@link ConnectorHost#consume} reads: a queue, a consumer group, where a new group starts
- * ({@code from} wins over {@code mode} when given), the batch size, the worker count and the lease time
- * (null: the queue's).
+ * ({@code from} wins over {@code mode} when given), the batch size, the worker count, the lease time
+ * (null: the queue's), the threads' role, and whether an expired lease counts as an attempt.
+ *
+ * <p>{@code expiryCounts} true is the core's rule (DESIGN.md §3): a lease that expires, or whose node
+ * stopped heartbeating, adds one attempt to the partition's head and dead-letters it past the queue's
+ * {@code retryLimit}. False (a sink, DESIGN.md §7): the group's expired leases are released without an
+ * attempt and never dead-letter anything; the connector counts its own attempts and dead-letters with
+ * {@code AckStatus.DEAD_LETTER}. The flag is stored on the group (V14) before the loop's first pop, and
+ * stays there.
  */
 public record ConsumeSpec(String queue, String group, SubscriptionMode mode, Instant from, int batch, int workers,
-    Duration leaseTime, String threadRole) {
+    Duration leaseTime, String threadRole, boolean expiryCounts) {
   public ConsumeSpec {
     Objects.requireNonNull(queue, "queue");
     Objects.requireNonNull(group, "group");
     Objects.requireNonNull(mode, "mode");
     Objects.requireNonNull(threadRole, "threadRole");
+  }
+
+  /** An expired lease counts as an attempt, as for any consumer. */
+  public ConsumeSpec(String queue, String group, SubscriptionMode mode, Instant from, int batch, int workers,
+      Duration leaseTime, String threadRole) {
+    this(queue, group, mode, from, batch, workers, leaseTime, threadRole, true);
   }
 }

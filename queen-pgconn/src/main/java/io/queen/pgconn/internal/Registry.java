@@ -46,12 +46,14 @@ final class Registry implements Connectors, ConnectorPlugin {
   private final Map<String, ConnectorStatus> failed = new ConcurrentHashMap<>();
   private final AtomicBoolean closed = new AtomicBoolean();
   private volatile boolean tableReady;
+  private final SinkMeters meters;
 
   Registry(ConnectorHost host, boolean run) {
     this.host = host;
     this.mapper = host.mapper();
     this.table = "\"" + host.schema() + "\".connectors";
     this.key = host.encryptionKey().orElse(null);
+    this.meters = SinkMeters.of(host.meterRegistry());
     this.executor = Executors.newScheduledThreadPool(host.connectorThreads(), r -> host.newThread("pg", r));
     if (run) {
       long every = host.connectorRefresh().toMillis();
@@ -150,6 +152,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       if (s != null) {
         s.stop();
       }
+      meters.forget(name);
       LOG.info("{} - connector '{}' deleted", host.nodeId(), name);
     }
     return gone;
@@ -202,6 +205,9 @@ final class Registry implements Connectors, ConnectorPlugin {
         if (r == null || r.version != sinks.get(name).version) {
           Sink s = sinks.remove(name);
           s.stop();
+          if (r == null) {
+            meters.forget(name);
+          }
           LOG.info("{} - sink '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
         }
       }
@@ -230,8 +236,12 @@ final class Registry implements Connectors, ConnectorPlugin {
             continue;
           }
           failed.remove(name);
-          s = new Sink(host, spec, r.version, password);
+          s = new Sink(host, spec, r.version, password, meters.connector(name));
           sinks.put(name, s);
+          meters.owner(name, () -> {
+            Sink now = sinks.get(name);
+            return now != null && now.running();
+          });
         }
         if (s.needsStart()) {
           s.start();
@@ -254,6 +264,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       s.stop();
     }
     sinks.clear();
+    meters.close();
     try {
       if (!executor.awaitTermination(host.closeGrace().toMillis() + 1_000, TimeUnit.MILLISECONDS)) {
         executor.shutdownNow();

@@ -76,8 +76,14 @@ final class Sink {
   private final Map<Thread, Connection> external = new ConcurrentHashMap<>();
   private final Map<Connection, Map<String, PreparedStatement>> statements = new ConcurrentHashMap<>();
   private volatile boolean stopped;
+  private final SinkMeters.Connector meters;
 
   Sink(ConnectorHost host, SinkSpec spec, long version, String password) {
+    this(host, spec, version, password, SinkMeters.NOOP_CONNECTOR);
+  }
+
+  Sink(ConnectorHost host, SinkSpec spec, long version, String password, SinkMeters.Connector meters) {
+    this.meters = meters;
     this.host = host;
     this.spec = spec;
     this.version = version;
@@ -122,7 +128,7 @@ final class Sink {
     }
     SubscriptionMode mode = "new".equals(spec.subscriptionMode()) ? SubscriptionMode.NEW : SubscriptionMode.ALL;
     sub = host.consume(new ConsumeSpec(spec.queue(), spec.consumerGroup(), mode, spec.subscriptionFrom(),
-        spec.batchSize(), spec.workers(), null, "pg-" + spec.name()), this::handle);
+        spec.batchSize(), spec.workers(), null, "pg-" + spec.name(), false), this::handle);
     phase = "running";
     lastCode = null;
     lastError = null;
@@ -137,6 +143,7 @@ final class Sink {
 
   private void fail(ErrorCode code, String why) {
     errors.incrementAndGet();
+    meters.error();
     boolean changed = lastCode != code;
     phase = "error";
     lastCode = code;
@@ -157,6 +164,11 @@ final class Sink {
     }
     external.clear();
     statements.clear();
+  }
+
+  /** Whether this node is running the sink's work now (the owner gauge). */
+  boolean running() {
+    return !stopped && "running".equals(phase);
   }
 
   ConnectorStatus status() {
@@ -291,6 +303,7 @@ final class Sink {
           release(c, true);
         }
         errors.incrementAndGet();
+        meters.error();
         if (stopped || Thread.currentThread().isInterrupted()) {
           throw new GiveBack("stopping");
         }
@@ -400,13 +413,14 @@ final class Sink {
       done.addAll(fresh);
     }
     if (!advance.isEmpty()) {
-      try (PreparedStatement st = prepared(c, "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
-          + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid")) {
-        st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
-        st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
-        st.setString(3, spec.name());
-        st.executeUpdate();
-      }
+      // cached per connection like every statement here: never closed by this code (a worker's own connection
+      // serves batch after batch; closing it here broke every next batch on that connection once)
+      PreparedStatement st = prepared(c, "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
+          + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid");
+      st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
+      st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
+      st.setString(3, spec.name());
+      st.executeUpdate();
     }
     c.commit();
     int appliedHere = done.size() - skippedHere;
@@ -414,6 +428,10 @@ final class Sink {
     skipped.addAndGet(skippedHere);
     dlq.addAndGet(dead.size());
     batches.incrementAndGet();
+    meters.applied(appliedHere);
+    meters.skipped(skippedHere);
+    meters.dlq(dead.size());
+    meters.batch();
     lastProgress = Instant.now();
     if ("running".equals(phase) || lastCode == ErrorCode.TRANSIENT) {
       lastCode = null;

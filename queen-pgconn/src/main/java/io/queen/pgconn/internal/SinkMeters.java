@@ -1,0 +1,71 @@
+package io.queen.pgconn.internal;
+
+import java.util.function.BooleanSupplier;
+
+/**
+ * The connector meters of one node (the seed's names, tag {@code connector}): a no-op without a
+ * {@code MeterRegistry}, Micrometer otherwise ({@link MicrometerSinkMeters}, the only class here that
+ * touches Micrometer, which is an optional dependency).
+ */
+interface SinkMeters {
+  /** The meters of one connector. */
+  interface Connector {
+    void applied(long n);
+
+    void skipped(long n);
+
+    void dlq(long n);
+
+    void batch();
+
+    void error();
+  }
+
+  Connector connector(String name);
+
+  /** Registers {@code queen.pg.connector.owner} for {@code name}: 1 while {@code owns} says this node runs it. */
+  void owner(String name, BooleanSupplier owns);
+
+  /** Removes the owner gauge of a deleted connector (its counters stay, as counters do). */
+  void forget(String name);
+
+  /** Removes every owner gauge this node registered (the node closes; the application's registry lives on). */
+  void close();
+
+  Connector NOOP_CONNECTOR = new Connector() {
+    @Override
+    public void applied(long n) {}
+
+    @Override
+    public void skipped(long n) {}
+
+    @Override
+    public void dlq(long n) {}
+
+    @Override
+    public void batch() {}
+
+    @Override
+    public void error() {}
+  };
+
+  SinkMeters NOOP = new SinkMeters() {
+    @Override
+    public Connector connector(String name) {
+      return NOOP_CONNECTOR;
+    }
+
+    @Override
+    public void owner(String name, BooleanSupplier owns) {}
+
+    @Override
+    public void forget(String name) {}
+
+    @Override
+    public void close() {}
+  };
+
+  static SinkMeters of(Object registry) {
+    return registry == null ? NOOP : new MicrometerSinkMeters(registry);
+  }
+}
