@@ -183,7 +183,11 @@ public final class Liveness {
               st.execute("set synchronous_commit = off");
             }
           }
-          beat(c);
+          synchronized (beatLock) {
+            if (!paused) {
+              beat(c);
+            }
+          }
           beats++;
           if (failingSince != 0) {
             LOG.info("{} - heartbeat is back after {} ms", node, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - failingSince));
@@ -300,7 +304,13 @@ public final class Liveness {
   /** Test hook: stops beating (the node looks dead once its session timeout has passed), or resumes. */
   public void pause(boolean pause) {
     this.paused = pause;
+    synchronized (beatLock) {
+      // a beat already sent when the pause began has finished now: none lands after this returns
+    }
   }
+
+  /** Held while a beat runs, so that {@link #pause} returns only when no beat is in flight. */
+  private final Object beatLock = new Object();
 
   /** Beats sent so far. */
   public long beats() {
