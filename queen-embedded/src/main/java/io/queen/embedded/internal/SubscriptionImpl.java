@@ -92,8 +92,6 @@ final class SubscriptionImpl implements Subscription {
   }
   /** Most partitions one pop may take (the builder's {@code partitions}), or 0: as many as there are idle workers. */
   private final int maxPartitions;
-  private final AtomicLong pops = new AtomicLong();
-  private final AtomicLong emptyPops = new AtomicLong();
   private final AtomicBoolean running = new AtomicBoolean(true);
   private final AtomicBoolean closed = new AtomicBoolean();
   private final AtomicLong handled = new AtomicLong();
@@ -219,10 +217,6 @@ final class SubscriptionImpl implements Subscription {
     queen.broker().metrics().consumerOutcome(request.queue(), request.group(), outcome, n);
   }
 
-  /** Pops this subscription made, and how many of them came back empty (for the benchmark and tests). */
-  long[] popCounts() {
-    return new long[] {pops.get(), emptyPops.get()};
-  }
 
   // ------------------------------------------------------------------------------------ the loop
 
@@ -249,7 +243,6 @@ final class SubscriptionImpl implements Subscription {
           // no lease of this group is taken before its flag is in place (a node killed holding one must not
           // have it counted); the queue does not exist yet: wait like an empty pop
           if (!queen.broker().groupExpiry(request, false)) {
-            emptyPops.incrementAndGet();
             queen.afterEmptyPop(this);
             awaitNudge(seen);
             continue;
@@ -262,12 +255,10 @@ final class SubscriptionImpl implements Subscription {
         int take = batchShape ? request.batch() : (int) Math.min(10_000L, (long) parts * request.batch());
         List<Message> got = queen.broker().pop(new Broker.PopRequest(request.queue(), request.group(), take, parts,
             request.partition(), request.leaseTime(), request.mode(), request.from(), false));
-        pops.incrementAndGet();
         queen.broker().metrics().consumerPop(request.queue(), request.group(), got.isEmpty());
         backoff = 0;
         roundSucceeded();
         if (got.isEmpty()) {
-          emptyPops.incrementAndGet();
           queen.afterEmptyPop(this);
           awaitNudge(seen);
           continue;
@@ -431,7 +422,6 @@ final class SubscriptionImpl implements Subscription {
     }
     List<Message> heads = new ArrayList<>();
     byPartition.values().forEach(l -> heads.add(l.get(0)));
-    inFlight.addAll(heads); // (already there when the claimer dispatched it)
     boolean async = false;
     try {
       if (one != null) {
