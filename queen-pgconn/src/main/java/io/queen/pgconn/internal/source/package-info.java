@@ -1,0 +1,10 @@
+/**
+ * The Postgres source: committed changes of tables become Queen messages through logical replication
+ * (pgoutput), one partition per row key, in commit order, exactly once.
+ *
+ * <p>Rooms: {@code PgOutputDecoder} (bytes to {@link io.queen.pgconn.internal.source.PgMessage}),
+ * {@code Values} and {@code ChangeEvents} (PostgreSQL text to the seed's JSON events, partitions and message
+ * ids, the same for the snapshot and the stream), the setup checks, the owner (a KV lease), the stream with
+ * its pointer, and the chunked snapshot with watermarks. See the module README for the exactly-once argument.
+ */
+package io.queen.pgconn.internal.source;
