@@ -7,8 +7,10 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.exc.StreamConstraintsException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
 import com.fasterxml.jackson.databind.exc.InvalidDefinitionException;
 import io.queen.Json;
 import io.queen.PayloadSerializationException;
@@ -47,6 +49,10 @@ public final class JsonCodec {
         .maxDocumentLength(given.hasMaxDocumentLength() ? Math.max(given.getMaxDocumentLength(), MAX_TEXT_BYTES) : -1)
         .build();
     m.getFactory().setStreamReadConstraints(reader);
+    // exact numbers: 42.00 reads back as 42.00 and a numeric(30,10) keeps every digit (BigDecimal nodes that
+    // keep their scale), whatever the application's mapper does; typed fields still convert (double, long)
+    m.enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS);
+    m.configure(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES, false);
     this.mapper = m;
     // standard JSON only (what jsonb accepts), whatever leniency the application's mapper allows
     this.strict = JsonFactory.builder().streamReadConstraints(reader).build();
