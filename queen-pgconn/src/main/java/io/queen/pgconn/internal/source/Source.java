@@ -101,6 +101,8 @@ public final class Source {
     LIVE.put(host.nodeId() + "/" + spec.name(), this);
     owner = host.newThread("pg-" + spec.name(), this::run);
     owner.start();
+    Thread renewer = host.newThread("pg-" + spec.name() + "-lease", this::renewLoop);
+    renewer.start();
   }
 
   /** Stops streaming and gives the lease back at once. */
@@ -249,6 +251,36 @@ public final class Source {
     }
   }
 
+  /**
+   * Renews the held lease every third of its TTL, whatever the owner thread is doing (streaming, waiting for a
+   * slot, in error); a lost renewal stops the stream at once.
+   */
+  private void renewLoop() {
+    long every = Math.max(100, lease.ttl().toMillis() / 3);
+    while (!stopped) {
+      try {
+        Thread.sleep(every);
+      } catch (InterruptedException e) {
+        return;
+      }
+      if (stopped || halted || !lease.held()) {
+        continue;
+      }
+      boolean kept;
+      try {
+        kept = lease.renew();
+      } catch (RuntimeException e) {
+        kept = true; // Queen's database unreachable: tried again; the pointer's expect still fences
+      }
+      if (!kept) {
+        Stream s = stream;
+        if (s != null) {
+          s.abort();
+        }
+      }
+    }
+  }
+
   private void failed(Exception e) {
     errors.incrementAndGet();
     meters.error();
@@ -389,37 +421,21 @@ public final class Source {
 
   /** While the stream runs: renew the lease at a third of its TTL, check the slot's health about every 10 s. */
   private void watch(Stream s, Connection normal) throws InterruptedException {
-    long every = Math.max(100, lease.ttl().toMillis() / 3);
     long nextHealth = 0;
-    while (!stopped && s.alive()) {
-      Thread.sleep(Math.min(every, 200));
+    while (!stopped && s.alive() && lease.held()) {
+      Thread.sleep(200);
       long now = System.currentTimeMillis();
-      if (now >= nextRenew) {
-        boolean kept;
-        try {
-          kept = lease.renew();
-        } catch (RuntimeException e) {
-          kept = true; // Queen's database unreachable: the pointer's expect still fences; try again
-        }
-        if (!kept) {
-          LOG.warn("{} - source '{}': the lease was lost; streaming stops", host.nodeId(), spec.name());
-          return;
-        }
-        nextRenew = now + every;
-      }
       if (now >= nextHealth) {
         nextHealth = now + 10_000;
         health(normal);
-        try {
-          KvEntry p = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
-          if (p.found() && p.value().path("resync").asBoolean(false)) {
-            LOG.info("{} - source '{}': a resync was asked for; starting over", host.nodeId(), spec.name());
-            return;
-          }
-        } catch (RuntimeException e) {
-          // checked again next time
+        if (resyncAsked()) {
+          LOG.info("{} - source '{}': a resync was asked for; starting over", host.nodeId(), spec.name());
+          return;
         }
       }
+    }
+    if (!lease.held() && !stopped) {
+      LOG.warn("{} - source '{}': the lease was lost; streaming stopped", host.nodeId(), spec.name());
     }
     Stream.Failure f = s.failure();
     if (f != null && f.kind() == Stream.Kind.POINTER_LOST && !resyncAsked()) {
@@ -434,7 +450,6 @@ public final class Source {
     }
   }
 
-  private long nextRenew;
 
   private boolean resyncAsked() {
     try {

@@ -144,6 +144,11 @@ final class Stream {
     return pointerVersion;
   }
 
+  /** Ends both threads soon, without waiting (the lease was lost). */
+  void abort() {
+    fail(Kind.BROKEN, null);
+  }
+
   /** Stops both threads and closes the replication connection (the owner closes the normal one). */
   void stop() {
     stopping = true;
