@@ -501,8 +501,7 @@ public final class Source {
    * fails and it stops); the owner then drops the slot, creates it again and starts a new epoch.
    */
   public static void requestResync(ConnectorHost host, String name) {
-    Codec codec = Codecs.standard();
-    Pointer p = new Pointer(0, 0, true, 0, null, null, true);
-    host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(name), p.json(host.mapper(), codec), Kv.forever());
+    host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(name), host.mapper().createObjectNode().put("resync", true),
+        Kv.forever());
   }
 }
