@@ -36,8 +36,12 @@ interface Codec {
   /** A non-built-in type announced by the stream. */
   void learn(PgMessage.Type type);
 
-  /** Resolves the relation's column types the cache does not know yet (on the normal connection). */
-  void resolve(Connection c, PgMessage.Relation relation) throws SQLException;
+  /**
+   * Resolves the relation's column types the cache does not know yet (on the normal connection), and returns the
+   * relation with its row key flagged (under REPLICA IDENTITY FULL pgoutput flags every column; the primary key
+   * is the row key).
+   */
+  PgMessage.Relation resolve(Connection c, PgMessage.Relation relation) throws SQLException;
 
   /** The seed's event object. {@code op}: c, u, d. */
   ObjectNode event(String op, PgMessage.Relation relation, PgMessage.Tuple before, PgMessage.Tuple after, long lsn,

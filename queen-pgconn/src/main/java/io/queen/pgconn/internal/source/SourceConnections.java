@@ -79,7 +79,7 @@ final class SourceConnections {
   }
 
   private Properties base() {
-    Properties p = new Properties();
+    Properties p = Values.sessionSettings(); // text results as PostgreSQL prints them (binaryTransfer off)
     if (user != null) {
       p.setProperty("user", user);
     }

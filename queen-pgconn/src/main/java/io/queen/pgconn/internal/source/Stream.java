@@ -89,7 +89,8 @@ final class Stream {
   private PGReplicationStream stream;
   private Thread io;
   private Thread committer;
-  private final Set<PgMessage.Relation> resolved = Collections.newSetFromMap(new IdentityHashMap<>());
+  /** Relations as the stream sent them, to the same with their types resolved and their row key flagged. */
+  private final Map<PgMessage.Relation, PgMessage.Relation> keyed = new IdentityHashMap<>();
 
   Stream(Source source, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
       Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion) {
@@ -380,16 +381,19 @@ final class Stream {
   }
 
   private void events(Piece piece, Change ch, int ordinal, List<SourceEvent> out) throws SQLException {
-    PgMessage.Relation rel = ch.relation();
-    if (rel == null) {
+    PgMessage.Relation raw = ch.relation();
+    if (raw == null) {
       throw new IllegalStateException("a change arrived before its relation");
     }
+    PgMessage.Relation rel = raw;
     SourceSpec.Table table = spec.table(rel.schema(), rel.name());
     if (table == null) {
       return; // published by a shared publication, not a source table
     }
-    if (resolved.add(rel)) {
-      codec.resolve(normal, rel);
+    rel = keyed.get(raw);
+    if (rel == null) {
+      rel = codec.resolve(normal, raw);
+      keyed.put(raw, rel);
     }
     String epoch = pointer.epoch();
     long lsn = piece.commitLsn();
