@@ -236,4 +236,66 @@ class RetentionTest {
       assertThat(queen.status().queue("w")).isNull();
     }
   }
+
+  @Test
+  void underConcurrentPushAndConsumeNothingAGroupStillNeedsIsRemoved(DataSource ds) throws Exception {
+    int perPusher = 1_000;
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).start()) {
+      String q = "busy";
+      queen.queue(q).configure(c -> c.retention(Duration.ofDays(1)));
+      java.util.Set<String> fast = java.util.concurrent.ConcurrentHashMap.newKeySet();
+      java.util.Set<String> slow = java.util.concurrent.ConcurrentHashMap.newKeySet();
+      java.util.concurrent.atomic.AtomicBoolean pushing = new java.util.concurrent.atomic.AtomicBoolean(true);
+      java.util.concurrent.atomic.AtomicLong removed = new java.util.concurrent.atomic.AtomicLong();
+      try (io.queen.Subscription f = queen.queue(q).group("fast").subscription(SubscriptionMode.ALL).batch(20)
+              .consume(m -> fast.add(m.partition() + "/" + m.offset()));
+          io.queen.Subscription s = queen.queue(q).group("slow").subscription(SubscriptionMode.ALL).batch(5)
+              .consume(m -> {
+                slow.add(m.partition() + "/" + m.offset());
+                Thread.sleep(1);
+              })) {
+        Thread janitor = new Thread(() -> {
+          try {
+            while (pushing.get() || slow.size() < 2 * perPusher) {
+              backdate(ds, q, Duration.ofDays(2)); // everything stored is past retention at every pass
+              removed.addAndGet(queen.runRetentionNow().removed());
+            }
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        });
+        janitor.start();
+        List<Thread> pushers = new ArrayList<>();
+        for (int t = 0; t < 2; t++) {
+          int id = t;
+          Thread p = new Thread(() -> {
+            for (int i = 0; i < perPusher; i += 20) {
+              List<Map<String, Integer>> batch = new ArrayList<>();
+              for (int j = 0; j < 20; j++) {
+                batch.add(Map.of("t", id, "i", i + j));
+              }
+              queen.queue(q).partition("p" + ((i / 20) % 4)).pushAll(batch);
+            }
+          });
+          p.start();
+          pushers.add(p);
+        }
+        for (Thread p : pushers) {
+          p.join();
+        }
+        pushing.set(false);
+        org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(40))
+            .until(() -> fast.size() == 2 * perPusher && slow.size() == 2 * perPusher);
+        janitor.join(10_000);
+      }
+      // every message reached both groups (none was removed before the slower one had it), and all of it went
+      assertThat(fast).hasSize(2 * perPusher);
+      assertThat(slow).isEqualTo(fast);
+      backdate(ds, q, Duration.ofDays(2));
+      removed.addAndGet(queen.runRetentionNow().removed());
+      assertThat(removed.get()).isEqualTo(2 * perPusher);
+      assertThat(offsets(ds, q)).isEmpty();
+      assertThat(queen.status().queue(q).group("slow").lostMessages()).isZero();
+    }
+  }
 }

@@ -458,7 +458,7 @@ public final class QueenImpl implements Queen {
   }
 
   /** Reads the group gauges and checks the lag alarm now (tests; the janitor thread does it every 10 s). */
-  void watchGroupsNow() {
+  public void watchGroupsNow() {
     groupWatch.run();
   }
 
