@@ -286,7 +286,8 @@ final class Sink {
     }
   }
 
-  void handle(List<Message> batch) throws Exception {
+  /** One batch: applied in one target transaction, then what it completed is handed back for the loop to ack. */
+  List<Message> handle(List<Message> batch) throws Exception {
     long backoff = 100;
     for (int round = 0; ; round++) {
       Connection c = null;
@@ -294,8 +295,7 @@ final class Sink {
         c = workerConnection();
         Outcome o = apply(c, batch);
         release(c, false);
-        settle(o);
-        return;
+        return settle(o);
       } catch (SQLException | RuntimeException e) {
         if (c != null) {
           try {
@@ -760,8 +760,16 @@ final class Sink {
     return e.getMessage();
   }
 
-  /** Acknowledges what the committed batch did, in offset order; held partitions go back without an attempt. */
-  private void settle(Outcome o) throws GiveBack, InterruptedException {
+  /**
+   * Acknowledges what the committed batch did, in offset order; held partitions go back without an attempt.
+   * The common case, every message completed, is returned for the loop to acknowledge without waiting: the
+   * next batch's target transaction then runs while that ack commits (a lost ack only redelivers messages
+   * the progress rows make no-ops).
+   */
+  private List<Message> settle(Outcome o) throws GiveBack, InterruptedException {
+    if (o.dead.isEmpty() && o.held.isEmpty()) {
+      return o.done;
+    }
     if (o.dead.isEmpty()) {
       if (!o.done.isEmpty()) {
         host.queen().ack(o.done);
@@ -785,5 +793,6 @@ final class Sink {
       Thread.sleep(Math.min(2_000, 100L * spec.maxAttempts()));
       throw new GiveBack("a refused message is tried again");
     }
+    return List.of();
   }
 }
