@@ -349,10 +349,12 @@ final class Sink {
     List<Message> held = new ArrayList<>();
     Map<Long, Long> advance = new HashMap<>();
     boolean fast = true;
+    for (Message m : fresh) {
+      advance.merge(m.partitionId(), m.offset(), Math::max);
+    }
     try {
-      runFast(c, fresh);
-      for (Message m : fresh) {
-        advance.merge(m.partitionId(), m.offset(), Math::max);
+      if (runFast(c, fresh, advance)) {
+        advance.clear(); // advanced by the last statement
       }
     } catch (SQLException e) {
       // 21000: rows of one statement met on one key of a unique index the reduction did not see as one key
@@ -365,6 +367,7 @@ final class Sink {
       fast = false;
     }
     if (!fast) {
+      advance.clear();
       c.rollback(); // the locks go too: take them again and apply message by message
       last = lockProgress(c, byPartition);
       advance.clear();
@@ -420,11 +423,8 @@ final class Sink {
     if (!advance.isEmpty()) {
       // cached per connection like every statement here: never closed by this code (a worker's own connection
       // serves batch after batch; closing it here broke every next batch on that connection once)
-      PreparedStatement st = prepared(c, "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
-          + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid");
-      st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
-      st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
-      st.setString(3, spec.name());
+      PreparedStatement st = prepared(c, ADVANCE);
+      bindAdvance(c, st, advance);
       st.executeUpdate();
     }
     c.commit();
@@ -445,17 +445,47 @@ final class Sink {
     return new Outcome(done, dead, held);
   }
 
-  /** Creates the missing progress rows, then locks the batch's rows in partition-id order; returns last offsets. */
+  /** Moves the offsets of the batch's partitions: (partition ids, last offsets, sink). */
+  private static final String ADVANCE = "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
+      + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid";
+
+  private void bindAdvance(Connection c, PreparedStatement st, Map<Long, Long> advance) throws SQLException {
+    st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
+    st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
+    st.setString(3, spec.name());
+  }
+
+  /**
+   * Locks the batch's progress rows in partition-id order and returns their last offsets. The rows exist
+   * after a partition's first batch, so that is one statement; the missing ones are created (at -1) and
+   * locked after, in partition-id order too. Two transactions creating rows for the same new partitions at
+   * once may deadlock: a transient failure, retried like any.
+   */
   private Map<Long, Long> lockProgress(Connection c, TreeMap<Long, List<Message>> byPartition) throws SQLException {
-    Object[] pids = byPartition.keySet().toArray();
-    Object[] names = byPartition.values().stream().map(l -> l.get(0).partition()).toArray();
+    Map<Long, Long> last = selectForUpdate(c, byPartition.keySet().toArray());
+    if (last.size() == byPartition.size()) {
+      return last;
+    }
+    List<Object> pids = new ArrayList<>();
+    List<Object> names = new ArrayList<>();
+    for (var e : byPartition.entrySet()) {
+      if (!last.containsKey(e.getKey())) {
+        pids.add(e.getKey());
+        names.add(e.getValue().get(0).partition());
+      }
+    }
     PreparedStatement ins = prepared(c, "insert into " + PROGRESS + " (sink, partition_id, partition, last_offset)"
         + " select ?, v.pid, v.p, -1 from unnest(?::bigint[], ?::text[]) v(pid, p) order by v.pid"
         + " on conflict (sink, partition_id) do nothing");
     ins.setString(1, spec.name());
-    ins.setArray(2, c.createArrayOf("bigint", pids));
-    ins.setArray(3, c.createArrayOf("text", names));
+    ins.setArray(2, c.createArrayOf("bigint", pids.toArray()));
+    ins.setArray(3, c.createArrayOf("text", names.toArray()));
     ins.executeUpdate();
+    last.putAll(selectForUpdate(c, pids.toArray()));
+    return last;
+  }
+
+  private Map<Long, Long> selectForUpdate(Connection c, Object[] pids) throws SQLException {
     PreparedStatement sel = prepared(c, "select partition_id, last_offset from " + PROGRESS
         + " where sink = ? and partition_id = any(?::bigint[]) order by partition_id for update");
     sel.setString(1, spec.name());
@@ -473,8 +503,10 @@ final class Sink {
    * Applies in order. Consecutive messages with the same statement go together: a row statement (append,
    * upsert, cdc's inserts and updates) as ONE statement over a JSON array of the rows, reduced to the last
    * row per key for an upsert (what applying them one after the other leaves); any other as one JDBC batch.
+   * When the last run is a row statement it also moves the progress rows to {@code advance} (one statement,
+   * one round trip less): returns whether it did.
    */
-  private void runFast(Connection c, List<Message> fresh) throws SQLException, DataError {
+  private boolean runFast(Connection c, List<Message> fresh, Map<Long, Long> advance) throws SQLException, DataError {
     List<Bound> run = new ArrayList<>();
     for (Message m : fresh) {
       Bound b = bind(m);
@@ -482,26 +514,34 @@ final class Sink {
         continue; // nothing to do for this message (a skipped truncate)
       }
       if (!run.isEmpty() && !run.get(0).sql.equals(b.sql)) {
-        flush(c, run);
+        flush(c, run, null);
       }
       run.add(b);
     }
-    flush(c, run);
+    return flush(c, run, advance);
   }
 
-  /** Runs a run of messages with the same statement, and empties it. */
-  private void flush(Connection c, List<Bound> run) throws SQLException {
+  /**
+   * Runs a run of messages with the same statement, and empties it; a row statement also advances the
+   * progress rows when {@code advance} is given (returns whether it did).
+   */
+  private boolean flush(Connection c, List<Bound> run, Map<Long, Long> advance) throws SQLException {
     if (run.isEmpty()) {
-      return;
+      return false;
     }
     Bound first = run.get(0);
+    boolean advanced = false;
     if (first.setSql != null) {
       StringBuilder rows = new StringBuilder(run.size() * 64).append('[');
       for (int i = 0; i < run.size(); i++) {
         rows.append(i == 0 ? "" : ",").append(run.get(i).values.get(0));
       }
-      PreparedStatement st = prepared(c, first.setSql);
-      st.setObject(1, rows.append(']').toString(), Types.OTHER);
+      advanced = advance != null && !advance.isEmpty();
+      PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + first.setSql : first.setSql);
+      if (advanced) {
+        bindAdvance(c, st, advance);
+      }
+      st.setObject(advanced ? 4 : 1, rows.append(']').toString(), Types.OTHER);
       st.executeUpdate();
     } else {
       PreparedStatement st = prepared(c, first.sql);
@@ -512,6 +552,7 @@ final class Sink {
       st.executeBatch();
     }
     run.clear();
+    return advanced;
   }
 
   private void applyOne(Connection c, Message m) throws SQLException, DataError {
