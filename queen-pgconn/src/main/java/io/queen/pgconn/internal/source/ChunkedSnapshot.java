@@ -236,6 +236,11 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   private Connection conn; // chunk thread only
   private boolean keysLoaded; // chunk thread only
 
+  /** Test seam: the chunk transaction imports this exported snapshot (reproduces the visibility race). */
+  volatile String importSnapshot;
+  /** Test seam: told "lw" once a low watermark is written, before the chunk is read. */
+  volatile java.util.function.Consumer<String> phases = p -> {};
+
   /**
    * @param tables the source's tables in document order
    * @param chunkRows rows per chunk ({@code snapshotChunkRows}), at least 1
@@ -637,6 +642,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       lock.unlock();
     }
     emit(c, id, "lw");
+    phases.accept("lw");
     Chunk chunk = readChunk(c, t, from, to);
     lock.lock();
     try {
@@ -715,11 +721,11 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       StringBuilder sql = new StringBuilder("SELECT ");
       StringBuilder order = new StringBuilder();
       for (int k = 0; k < shape.keyIdx().length; k++) {
-        String col = quote(shape.relation().columns().get(shape.keyIdx()[k]).name());
+        String col = "src." + quote(shape.relation().columns().get(shape.keyIdx()[k]).name());
         sql.append(k == 0 ? "" : ", ").append(col).append("::text");
         order.append(k == 0 ? "" : ", ").append(col).append(" DESC");
       }
-      sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name())).append(" ORDER BY ")
+      sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name())).append(" AS src ORDER BY ")
           .append(order).append(" LIMIT 1");
       List<String> out = null;
       try (PreparedStatement ps = c.prepareStatement(sql.toString()); ResultSet rs = ps.executeQuery()) {
@@ -747,6 +753,12 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     try {
       Visibility vis;
       long readMicros;
+      String imported = importSnapshot;
+      if (imported != null) {
+        try (PreparedStatement ps = c.prepareStatement("SET TRANSACTION SNAPSHOT " + literal(imported))) {
+          ps.execute();
+        }
+      }
       try (PreparedStatement ps = c.prepareStatement("SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,"
           + " ARRAY(SELECT pg_snapshot_xip(s)::text), (extract(epoch FROM now()) * 1000000)::bigint"
           + " FROM pg_current_snapshot() s");
@@ -762,11 +774,12 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       }
       Shape shape = shape(c, t);
       int n = shape.relation().columns().size();
-      StringBuilder sql = new StringBuilder("SELECT ");
+      // columns qualified: an output column named like a key column must not capture ORDER BY (it is text)
+      StringBuilder sql = new StringBuilder("SELECT src.");
       for (int i = 0; i < n; i++) {
-        sql.append(i == 0 ? "" : ", ").append(quote(shape.relation().columns().get(i).name())).append("::text");
+        sql.append(i == 0 ? "" : ", src.").append(quote(shape.relation().columns().get(i).name())).append("::text");
       }
-      sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name()));
+      sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name())).append(" AS src");
       String keyRow = keyList(shape, false);
       List<String> params = new ArrayList<>();
       List<String> where = new ArrayList<>();
@@ -817,7 +830,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       if (params) {
         b.append("?::").append(shape.castTypes()[k]);
       } else {
-        b.append(quote(shape.relation().columns().get(shape.keyIdx()[k]).name()));
+        b.append("src.").append(quote(shape.relation().columns().get(shape.keyIdx()[k]).name()));
       }
     }
     return b.toString();
@@ -966,6 +979,13 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       throw new IllegalArgumentException("identifier contains NUL");
     }
     return "\"" + ident.replace("\"", "\"\"") + "\"";
+  }
+
+  private static String literal(String s) {
+    if (!s.matches("[0-9A-Fa-f-]{1,64}")) {
+      throw new IllegalArgumentException("not a snapshot id");
+    }
+    return "'" + s + "'";
   }
 
   private static void rollbackQuietly(Connection c) {
