@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The connector registry: documents that describe Postgres sinks (and, later, sources), stored in Queen's
+ * The connector registry: documents that describe Postgres sinks and sources, stored in Queen's
  * schema and run by every node that has {@code io.queen:queen-pgconn} on its classpath. Obtain it from
  * {@link Queen#connectors()}.
  *
@@ -43,6 +43,17 @@ public interface Connectors {
 
   /** Deletes the connector; its workers stop on every node within the re-read period. False when absent. */
   boolean delete(String name);
+
+  /**
+   * Starts a source over (the seed's resync): a new epoch, so message ids never repeat the old ones; its slot
+   * dropped and created again; and, unless its document says {@code snapshot: "never"}, a new snapshot that
+   * writes every row that still exists as an {@code r} event. The way out of {@code slot_lost},
+   * {@code slot_invalidated} and {@code slot_ahead}. Rows deleted while the slot was gone have no event.
+   *
+   * @return false when there is no such connector
+   * @throws InvalidConnectorException the connector is a sink
+   */
+  boolean resync(String name);
 
   /** This node's view of the connector; empty when there is no such connector. */
   Optional<ConnectorStatus> status(String name);

@@ -53,6 +53,8 @@ public final class EmbeddedQueen {
   public static final int DEFAULT_CONNECTOR_THREADS = 2;
   /** Default period at which every node re-reads the connector documents: 5 s. */
   public static final Duration DEFAULT_CONNECTOR_REFRESH = Duration.ofSeconds(5);
+  /** Default TTL of a source's ownership lease: {@value #DEFAULT_SOURCE_LEASE_TTL_MS} ms (the seed's QUEEN_PG_LEASE_TTL_MS). */
+  public static final long DEFAULT_SOURCE_LEASE_TTL_MS = 10_000;
   /** The environment variable read for the node's encryption key when the builder gives none. */
   public static final String ENCRYPTION_KEY_ENV = "QUEEN_ENCRYPTION_KEY";
 
@@ -92,6 +94,7 @@ public final class EmbeddedQueen {
     private int connectorThreads = DEFAULT_CONNECTOR_THREADS;
     private Duration connectorRefresh = DEFAULT_CONNECTOR_REFRESH;
     private boolean runConnectors = true;
+    private Duration sourceLeaseTtl = Duration.ofMillis(DEFAULT_SOURCE_LEASE_TTL_MS);
 
     private Builder() {}
 
@@ -125,6 +128,16 @@ public final class EmbeddedQueen {
      */
     public Builder runConnectors(boolean run) {
       this.runConnectors = run;
+      return this;
+    }
+
+    /**
+     * How long a Postgres source's ownership lease lives unless its owner renews it (1 s .. 10 min; default 10 s,
+     * the seed's QUEEN_PG_LEASE_TTL_MS). The owner renews it every third of this; when an owner dies, another
+     * node takes the source over once it has run out. Give every node the same value.
+     */
+    public Builder sourceLeaseTtl(Duration ttl) {
+      this.sourceLeaseTtl = Objects.requireNonNull(ttl, "sourceLeaseTtl");
       return this;
     }
 
@@ -335,6 +348,7 @@ public final class EmbeddedQueen {
         errors.add("connectorThreads must be 1..64, was " + connectorThreads);
       }
       between(errors, "connectorRefresh", connectorRefresh, Duration.ofMillis(100), Duration.ofMinutes(10));
+      between(errors, "sourceLeaseTtl", sourceLeaseTtl, Duration.ofSeconds(1), Duration.ofMinutes(10));
       if (!errors.isEmpty()) {
         throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
             + String.join("; ", errors));
@@ -342,7 +356,7 @@ public final class EmbeddedQueen {
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
-          sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors);
+          sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors, sourceLeaseTtl);
     }
 
     /**

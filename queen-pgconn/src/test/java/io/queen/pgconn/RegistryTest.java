@@ -97,6 +97,24 @@ class RegistryTest {
     }
   }
 
+  @Test
+  void aSourceDocumentRoundTripsWithItsDefaults() {
+    queen.connectors().put("orders-src", """
+        {"kind": "source", "source": {"tables": [{"table": "public.orders", "queue": "orders"},
+          {"table": "items", "queue": "items", "partitionBy": ["order_id"]}, {"table": "s.log", "queue": "log",
+          "partitionBy": "single"}], "snapshot": "never", "maxBundleMessages": 500}}""");
+    assertThat(queen.connectors().get("orders-src")).get().extracting(d -> d.at("/source/tables/1/partitionBy/0").asText())
+        .isEqualTo("order_id");
+    assertThat(queen.connectors().status("orders-src")).get().satisfies(s -> {
+      assertThat(s.kind()).isEqualTo("source");
+      assertThat(s.phase()).isEqualTo("disabled"); // this node runs no connectors
+    });
+    assertThat(queen.connectors().resync("nope")).isFalse();
+    queen.connectors().put("invoices-sink", OK);
+    assertThatThrownBy(() -> queen.connectors().resync("invoices-sink")).isInstanceOf(InvalidConnectorException.class)
+        .hasMessageContaining("only a source");
+  }
+
   @ParameterizedTest(name = "{0}")
   @CsvSource(delimiter = '|', value = {
       "name: uppercase             | Bad-Name | " + "{\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\"}} | name | lowercase letters",
@@ -131,6 +149,25 @@ class RegistryTest {
       "connection password type    | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"password\":97531864},\"sink\":{}} | connection.password | a string",
       "enabled wrong type          | s | {\"kind\":\"sink\",\"enabled\":\"yes\",\"sink\":{}} | enabled | true or false",
       "not JSON                    | s | {kind: | (document) | not valid JSON",
+      "source: tables missing      | s | {\"kind\":\"source\",\"source\":{}} | source.tables | missing",
+      "source: tables empty        | s | {\"kind\":\"source\",\"source\":{\"tables\":[]}} | source.tables | 1..100",
+      "source: unknown field       | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"slot\":\"x\"}} | source.slot | unknown field",
+      "source: unknown table field | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\",\"key\":\"id\"}]}} | source.tables[0].key | unknown field",
+      "source: table injection     | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"a.b.c\",\"queue\":\"q\"}]}} | source.tables[0].table | schema.table",
+      "source: table twice         | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"},{\"table\":\"public.orders\",\"queue\":\"o2\"}]}} | source.tables[1].table | listed twice",
+      "source: queue bad           | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"t\",\"queue\":\"a b\"}]}} | source.tables[0].queue | queue name",
+      "source: queue missing       | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"t\"}]}} | source.tables[0].queue | missing",
+      "source: partitionBy word    | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\",\"partitionBy\":\"all\"}]}} | source.tables[0].partitionBy | single",
+      "source: partitionBy column  | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\",\"partitionBy\":[\"x y\"]}]}} | source.tables[0].partitionBy[0] | column name",
+      "source: partitionBy twice   | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\",\"partitionBy\":[\"a\",\"a\"]}]}} | source.tables[0].partitionBy[1] | named twice",
+      "source: publication bad     | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"publication\":\"p; drop\"}} | source.publication | publication name",
+      "source: managePublication   | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"managePublication\":\"yes\"}} | source.managePublication | true or false",
+      "source: maxBundleMessages   | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"maxBundleMessages\":0}} | source.maxBundleMessages | 1..10000",
+      "source: maxBundleBytes      | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"maxBundleBytes\":1000}} | source.maxBundleBytes | 65536..67108864",
+      "source: snapshotChunkRows   | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"snapshotChunkRows\":100001}} | source.snapshotChunkRows | 1..100000",
+      "source: snapshot mode       | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"snapshot\":\"always\"}} | source.snapshot | never",
+      "source: truncates true      | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"truncates\":true}} | source.truncates | skipped",
+      "source: with a sink block   | s | {\"kind\":\"source\",\"sink\":{},\"source\":{}} | sink | a source document has no",
   })
   void aBadDocumentIsRefusedNamingTheFieldAndNothingIsStored(String rule, String name, String doc, String field,
       String says) {

@@ -77,6 +77,11 @@ final class ConnectorHostImpl implements ConnectorHost {
   }
 
   @Override
+  public Duration sourceLeaseTtl() {
+    return q.config().sourceLeaseTtl();
+  }
+
+  @Override
   public Duration closeGrace() {
     return q.config().closeGrace();
   }

@@ -10,7 +10,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
     String schema, String nodeId, ObjectMapper mapper, ThreadFactory threadFactory, Duration pollInterval,
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
     Duration connectTimeout, Duration sessionTimeout, byte[] encryptionKey, int connectorThreads,
-    Duration connectorRefresh, boolean runConnectors) {
+    Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
   public Duration heartbeatInterval() {
@@ -31,7 +31,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
         + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout
         + ", sessionTimeout=" + sessionTimeout + " (heartbeat every " + heartbeatInterval() + ")"
         + ", encryptionKey=" + (encryptionKey != null ? "set" : "none") + ", connectors=" + (runConnectors
-        ? connectorThreads + " thread(s), re-read every " + connectorRefresh : "off");
+        ? connectorThreads + " thread(s), re-read every " + connectorRefresh + ", source lease " + sourceLeaseTtl : "off");
   }
 
   @Override

@@ -47,6 +47,9 @@ public interface ConnectorHost {
   /** How often the registry is re-read (the builder's {@code connectorRefresh}, 5 s by default). */
   Duration connectorRefresh();
 
+  /** The TTL of a source's ownership lease (the builder's {@code sourceLeaseTtl}, 10 s by default). */
+  Duration sourceLeaseTtl();
+
   /** The grace period of {@link Queen#close()}. */
   Duration closeGrace();
 

@@ -26,6 +26,9 @@ final class DocumentValidator {
   static final Set<String> CONNECTION = Set.of("host", "port", "database", "user", "password", "sslMode");
   static final Set<String> SINK = Set.of("queue", "table", "mode", "consumerGroup", "subscriptionMode", "workers",
       "batchSize", "maxAttempts", "metadata", "statement", "params", "truncates");
+  static final Set<String> SOURCE = Set.of("tables", "publication", "managePublication", "maxBundleMessages",
+      "maxBundleBytes", "snapshotChunkRows", "snapshot", "truncates");
+  static final Set<String> SOURCE_TABLE = Set.of("table", "queue", "partitionBy");
   static final List<String> MODES = List.of("append", "upsert", "cdc", "sql");
   static final List<String> SSL = List.of("disable", "require", "verify-full");
   static final List<String> METADATA = List.of("partition", "partitionId", "offset", "transactionId", "createdAt",
@@ -42,6 +45,16 @@ final class DocumentValidator {
   static final int DEFAULT_MAX_ATTEMPTS = 3;
   static final int MAX_MAX_ATTEMPTS = 100;
 
+  static final int MAX_TABLES = 100;
+  static final int MAX_PARTITION_COLUMNS = 32;
+  static final int DEFAULT_BUNDLE_MESSAGES = 1_000;
+  static final int MAX_BUNDLE_MESSAGES = 10_000;
+  static final int DEFAULT_BUNDLE_BYTES = 4 * 1024 * 1024;
+  static final int MIN_BUNDLE_BYTES = 64 * 1024;
+  static final int MAX_BUNDLE_BYTES = 64 * 1024 * 1024;
+  static final int DEFAULT_CHUNK_ROWS = 2_000;
+  static final int MAX_CHUNK_ROWS = 100_000;
+
   private DocumentValidator() {}
 
   static void name(String name) {
@@ -49,6 +62,20 @@ final class DocumentValidator {
       throw bad("name", "connector name " + (name == null ? "null" : "'" + printable(name) + "'") + " is invalid: allowed"
           + " are lowercase letters, digits, '-' and '_', 48 characters at most, starting with a letter or a digit");
     }
+  }
+
+  /** Validates {@code doc} for connector {@code name}; returns the {@link SinkSpec} or {@link SourceSpec} it describes. */
+  static Object validate(String name, JsonNode doc) {
+    name(name);
+    if (doc == null || !doc.isObject()) {
+      throw bad("(document)", "the document must be a JSON object, was " + type(doc));
+    }
+    unknown(doc, TOP, "");
+    String kind = text(doc, "kind", "", true, null);
+    if ("source".equals(kind)) {
+      return source(name, doc);
+    }
+    return sink(name, doc);
   }
 
   /** Validates {@code doc} for connector {@code name}; returns the sink it describes. */
@@ -59,12 +86,8 @@ final class DocumentValidator {
     }
     unknown(doc, TOP, "");
     String kind = text(doc, "kind", "", true, null);
-    if ("source".equals(kind)) {
-      throw bad("kind", "kind: given \"source\"; this version runs sinks only (the source comes in its own release):"
-          + " allowed is \"sink\"");
-    }
     if (!"sink".equals(kind)) {
-      throw bad("kind", "kind: given " + quoted(kind) + "; allowed is \"sink\" (or \"source\" in a later release)");
+      throw bad("kind", "kind: given " + quoted(kind) + "; allowed are \"sink\" and \"source\"");
     }
     if (doc.has("source")) {
       throw bad("source", "source: a sink document has no \"source\" block; allowed are kind, enabled, connection, sink");
@@ -189,6 +212,109 @@ final class DocumentValidator {
     }
     return new SinkSpec(name, enabled, conn, queue, tSchema, tName, mode, group, from != null ? "from" : sub, from,
         workers, batch, maxAttempts, Map.copyOf(metadata), statement, List.copyOf(params), truncates);
+  }
+
+  /** Validates a {@code kind: "source"} document (the caller checked the name and the top level). */
+  static SourceSpec source(String name, JsonNode doc) {
+    if (doc.has("sink")) {
+      throw bad("sink", "sink: a source document has no \"sink\" block; allowed are kind, enabled, connection, source");
+    }
+    boolean enabled = bool(doc, "enabled", "", true);
+    SinkSpec.Connection conn = null;
+    if (doc.has("connection") && !doc.get("connection").isNull()) {
+      conn = connection(doc.get("connection"));
+    }
+    JsonNode s = doc.get("source");
+    if (s == null || s.isNull()) {
+      throw bad("source", "source: missing; a source document needs a \"source\" object with at least tables");
+    }
+    if (!s.isObject()) {
+      throw bad("source", "source: given " + type(s) + "; allowed is an object");
+    }
+    unknown(s, SOURCE, "source.");
+    JsonNode ts = s.get("tables");
+    if (ts == null || ts.isNull()) {
+      throw bad("source.tables", "source.tables: missing; it is required (an array of {table, queue, partitionBy})");
+    }
+    if (!ts.isArray() || ts.isEmpty() || ts.size() > MAX_TABLES) {
+      throw bad("source.tables", "source.tables: given " + (ts.isArray() ? "an array of " + ts.size() : type(ts))
+          + "; allowed is an array of 1.." + MAX_TABLES + " objects {table, queue, partitionBy}");
+    }
+    List<SourceSpec.Table> tables = new ArrayList<>();
+    for (int i = 0; i < ts.size(); i++) {
+      String p = "source.tables[" + i + "].";
+      JsonNode t = ts.get(i);
+      if (!t.isObject()) {
+        throw bad("source.tables[" + i + "]", "source.tables[" + i + "]: given " + type(t) + "; allowed is an object"
+            + " {table, queue, partitionBy}");
+      }
+      unknown(t, SOURCE_TABLE, p);
+      String table = text(t, "table", p, true, null);
+      String[] parts = table.split("\\.", -1);
+      if (parts.length > 2 || !Ident.valid(parts[parts.length - 1]) || (parts.length == 2 && !Ident.valid(parts[0]))) {
+        throw bad(p + "table", p + "table: given " + quoted(table) + "; allowed is schema.table (or table, in public),"
+            + " each part " + Ident.RULE.pattern() + " (written as in SQL without quotes; matching is case-sensitive)");
+      }
+      String schema = parts.length == 2 ? parts[0] : "public";
+      String tname = parts[parts.length - 1];
+      for (SourceSpec.Table seen : tables) {
+        if (seen.schema().equals(schema) && seen.table().equals(tname)) {
+          throw bad(p + "table", p + "table: " + quoted(schema + "." + tname) + " is listed twice; allowed is each table"
+              + " once");
+        }
+      }
+      String queue = text(t, "queue", p, true, null);
+      if (!queue.matches(Names.NAME_RULE)) {
+        throw bad(p + "queue", p + "queue: given " + quoted(queue) + "; allowed is a queue name " + Names.NAME_RULE);
+      }
+      List<String> by = new ArrayList<>();
+      boolean single = false;
+      JsonNode pb = t.get("partitionBy");
+      if (pb != null && !pb.isNull()) {
+        if (pb.isTextual() && pb.asText().equals("single")) {
+          single = true;
+        } else if (pb.isArray() && !pb.isEmpty() && pb.size() <= MAX_PARTITION_COLUMNS) {
+          for (int j = 0; j < pb.size(); j++) {
+            JsonNode c = pb.get(j);
+            String cp = p + "partitionBy[" + j + "]";
+            if (!c.isTextual() || !Ident.valid(c.asText())) {
+              throw bad(cp, cp + ": given " + (c.isTextual() ? quoted(c.asText()) : type(c)) + "; allowed is a column"
+                  + " name " + Ident.RULE.pattern());
+            }
+            if (by.contains(c.asText())) {
+              throw bad(cp, cp + ": column " + quoted(c.asText()) + " is named twice; allowed is each column once");
+            }
+            by.add(c.asText());
+          }
+        } else {
+          throw bad(p + "partitionBy", p + "partitionBy: given " + (pb.isTextual() ? quoted(pb.asText()) : pb.isArray()
+              ? "an array of " + pb.size() : type(pb)) + "; allowed is an array of 1.." + MAX_PARTITION_COLUMNS
+              + " column names or \"single\" (absent: the row's key)");
+        }
+      }
+      tables.add(new SourceSpec.Table(schema, tname, queue, by, single));
+    }
+    String publication = text(s, "publication", "source.", false, SourceSpec.derivedName(name));
+    if (!Ident.valid(publication)) {
+      throw bad("source.publication", "source.publication: given " + quoted(publication) + "; allowed is a publication"
+          + " name " + Ident.RULE.pattern());
+    }
+    boolean manage = bool(s, "managePublication", "source.", true);
+    int maxMessages = integer(s, "maxBundleMessages", "source.", DEFAULT_BUNDLE_MESSAGES, 1, MAX_BUNDLE_MESSAGES);
+    int maxBytes = integer(s, "maxBundleBytes", "source.", DEFAULT_BUNDLE_BYTES, MIN_BUNDLE_BYTES, MAX_BUNDLE_BYTES);
+    int chunk = integer(s, "snapshotChunkRows", "source.", DEFAULT_CHUNK_ROWS, 1, MAX_CHUNK_ROWS);
+    String snapshot = text(s, "snapshot", "source.", false, "initial");
+    if (!snapshot.equals("initial") && !snapshot.equals("never")) {
+      throw bad("source.snapshot", "source.snapshot: given " + quoted(snapshot) + "; allowed are \"initial\" (copy the"
+          + " tables first) and \"never\" (stream changes only)");
+    }
+    boolean truncates = bool(s, "truncates", "source.", false);
+    if (truncates) {
+      throw bad("source.truncates", "source.truncates: given true; allowed is false: truncates are skipped (and"
+          + " counted), since they cannot be ordered against rows spread over many partitions");
+    }
+    return new SourceSpec(name, enabled, conn, tables, publication, manage, maxMessages, maxBytes, chunk, snapshot,
+        false);
   }
 
   private static SinkSpec.Connection connection(JsonNode c) {

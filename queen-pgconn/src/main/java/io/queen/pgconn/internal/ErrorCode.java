@@ -3,7 +3,7 @@ package io.queen.pgconn.internal;
 import io.queen.ConnectorException;
 
 /** The closed set of connector error codes, each with the sentence that names the fix (README table). */
-enum ErrorCode {
+public enum ErrorCode {
   NO_ENCRYPTION_KEY("no_encryption_key", "the document carries a password but this node has no encryption key: set"
       + " QUEEN_ENCRYPTION_KEY (64 hex digits) or the builder's encryptionKey(...), the same on every node"),
   WRONG_ENCRYPTION_KEY("wrong_encryption_key", "the stored password was sealed with another key (the GCM tag does not"
@@ -21,7 +21,34 @@ enum ErrorCode {
       + " create it as the README shows, or grant CREATE on the database"),
   STATEMENT_INVALID("statement_invalid", "the sql-mode statement does not prepare on the target: fix sink.statement"),
   TRANSIENT("transient", "the target failed in a way that passes (connection lost, deadlock, serialization failure,"
-      + " shutdown): retried with back-off; nothing is dead-lettered");
+      + " shutdown): retried with back-off; nothing is dead-lettered"),
+  // ---- the source
+  SERVER_VERSION("server_version", "the source needs PostgreSQL 17 or later (the sink works with any version)"),
+  WAL_LEVEL("wal_level", "wal_level is not logical: set wal_level = logical and restart PostgreSQL"),
+  NO_REPLICATION("no_replication", "the source's role lacks the REPLICATION attribute: ALTER ROLE <role> REPLICATION"
+      + " (and LOGIN)"),
+  SELECT_PRIVILEGE("select_privilege", "the source's role cannot read a source table: GRANT SELECT ON <table> TO"
+      + " <role>"),
+  SOURCE_TABLE_MISSING("table_missing", "a table in source.tables does not exist: create it or fix the document"),
+  SOURCE_NO_KEY("no_key", "a source table has no key the source can read from the WAL: add a primary key, or a"
+      + " unique index on NOT NULL columns and ALTER TABLE <table> REPLICA IDENTITY USING INDEX <index>; nothing was"
+      + " published"),
+  NOT_OWNER("not_owner", "managePublication is true but the source's role does not own every source table: have the"
+      + " owner CREATE PUBLICATION <publication> FOR TABLE ... and put managePublication: false with its name"),
+  PUBLICATION_FILTERED("publication_filtered", "the publication has a row filter or a column list on a source table"
+      + " (the snapshot would not apply it): publish whole tables"),
+  PUBLICATION_MISSING("publication_missing", "managePublication is false and the named publication does not exist or"
+      + " does not publish every source table (inserts, updates and deletes): have the table owner create or alter it"),
+  SLOT_LOST("slot_lost", "the replication slot is gone (dropped by hand, a failover without failover slots, a"
+      + " restore): changes may be missing; resync the source (connectors().resync(name)) to start over"),
+  SLOT_INVALIDATED("slot_invalidated", "PostgreSQL invalidated the replication slot (max_slot_wal_keep_size reached or"
+      + " a recovery conflict): changes are missing; resync the source, which drops and recreates the slot"),
+  SLOT_AHEAD("slot_ahead", "the replication slot's confirmed_flush_lsn is ahead of the source's pointer (someone"
+      + " advanced or recreated the slot): changes may have been skipped, so the source does not stream on; resync it"),
+  REPLICATION_CONNECTION("replication_connection", "the source needs a URL and credentials for its replication"
+      + " connection and Queen's DataSource does not tell them: give the source document a connection block"),
+  SLOT_CREATION("slot_creation", "creating the replication slot failed (it waits for the transactions running at that"
+      + " moment to end; check pg_stat_activity for long ones, and max_replication_slots); retried at every re-read");
 
   final String code;
   final String fix;
@@ -29,6 +56,16 @@ enum ErrorCode {
   ErrorCode(String code, String fix) {
     this.code = code;
     this.fix = fix;
+  }
+
+  /** The code as the status and the README show it. */
+  public String code() {
+    return code;
+  }
+
+  /** The sentence that names the fix. */
+  public String fix() {
+    return fix;
   }
 
   ConnectorException exception(String connector) {

@@ -9,6 +9,8 @@ import io.queen.InvalidConnectorException;
 import io.queen.QueenDatabaseException;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.embedded.spi.ConnectorPlugin;
+import io.queen.pgconn.internal.source.Source;
+import io.queen.pgconn.internal.source.SourceMeters;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -30,8 +32,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The connector registry of one node: documents in {@code <schema>.connectors} (created by this module
- * when missing), re-read every {@code connectorRefresh} on a thread of its own; sinks started, stopped and
- * restarted to match. Passwords are sealed before they are stored and never returned.
+ * when missing), re-read every {@code connectorRefresh} on a thread of its own; sinks and sources started,
+ * stopped and restarted to match (every node runs every source; its lease decides which one streams). Deleting a
+ * source drops its slot, and its publication when managed. Passwords are sealed before they are stored and never returned.
  */
 final class Registry implements Connectors, ConnectorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(Registry.class);
@@ -43,10 +46,12 @@ final class Registry implements Connectors, ConnectorPlugin {
   private final byte[] key;
   private final ScheduledExecutorService executor;
   private final Map<String, Sink> sinks = new ConcurrentHashMap<>();
+  private final Map<String, Source> sources = new ConcurrentHashMap<>();
   private final Map<String, ConnectorStatus> failed = new ConcurrentHashMap<>();
   private final AtomicBoolean closed = new AtomicBoolean();
   private volatile boolean tableReady;
   private final SinkMeters meters;
+  private final SourceMeters sourceMeters;
 
   Registry(ConnectorHost host, boolean run) {
     this.host = host;
@@ -54,6 +59,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     this.table = "\"" + host.schema() + "\".connectors";
     this.key = host.encryptionKey().orElse(null);
     this.meters = SinkMeters.of(host.meterRegistry());
+    this.sourceMeters = SourceMeters.of(host.meterRegistry());
     this.executor = Executors.newScheduledThreadPool(host.connectorThreads(), r -> host.newThread("pg", r));
     if (run) {
       long every = host.connectorRefresh().toMillis();
@@ -85,10 +91,12 @@ final class Registry implements Connectors, ConnectorPlugin {
   @Override
   public void put(String name, JsonNode document) {
     Objects.requireNonNull(document, "document");
-    SinkSpec spec = DocumentValidator.sink(name, document);
+    Object validated = DocumentValidator.validate(name, document);
+    SinkSpec.Connection conn = validated instanceof SinkSpec sk ? sk.connection() : ((SourceSpec) validated).connection();
+    String kind = validated instanceof SinkSpec ? "sink" : "source";
     byte[] sealed = null;
     ObjectNode stored = document.deepCopy();
-    if (spec.connection() != null && spec.connection().hasPassword()) {
+    if (conn != null && conn.hasPassword()) {
       sealed = Sealer.seal(key, name, document.get("connection").get("password").asText());
     }
     if (stored.get("connection") instanceof ObjectNode c) {
@@ -98,17 +106,23 @@ final class Registry implements Connectors, ConnectorPlugin {
     byte[] s = sealed;
     sql("put connector", c -> {
       try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed)"
-          + " values (?, 'sink', ?::jsonb, ?) on conflict (name) do update set document = excluded.document,"
+          + " values (?, ?, ?::jsonb, ?) on conflict (name) do update set document = excluded.document,"
           + " password_sealed = excluded.password_sealed, kind = excluded.kind, version = " + table + ".version + 1,"
           + " updated_at = now()")) {
         st.setString(1, name);
-        st.setString(2, json);
-        st.setBytes(3, s);
+        st.setString(2, kind);
+        st.setString(3, json);
+        st.setBytes(4, s);
         st.executeUpdate();
       }
       return null;
     });
-    LOG.info("{} - connector '{}' stored ({} mode, queue '{}')", host.nodeId(), name, spec.mode(), spec.queue());
+    if (validated instanceof SinkSpec spec) {
+      LOG.info("{} - connector '{}' stored ({} mode, queue '{}')", host.nodeId(), name, spec.mode(), spec.queue());
+    } else {
+      LOG.info("{} - connector '{}' stored (source of {} table(s), slot {})", host.nodeId(), name,
+          ((SourceSpec) validated).tables().size(), ((SourceSpec) validated).slot());
+    }
   }
 
   @Override
@@ -141,16 +155,33 @@ final class Registry implements Connectors, ConnectorPlugin {
   @Override
   public boolean delete(String name) {
     Objects.requireNonNull(name, "name");
-    boolean gone = sql("delete connector", c -> {
-      try (PreparedStatement st = c.prepareStatement("delete from " + table + " where name = ?")) {
+    Row deleted = sql("delete connector", c -> {
+      try (PreparedStatement st = c.prepareStatement("delete from " + table + " where name = ? returning document::text,"
+          + " password_sealed, version")) {
         st.setString(1, name);
-        return st.executeUpdate() > 0;
+        try (ResultSet rs = st.executeQuery()) {
+          return rs.next() ? new Row(rs.getString(1), rs.getBytes(2), rs.getLong(3)) : null;
+        }
       }
     });
+    boolean gone = deleted != null;
     if (gone) {
       Sink s = sinks.remove(name);
       if (s != null) {
         s.stop();
+      }
+      Source src = sources.remove(name);
+      if (src != null) {
+        src.stop();
+      }
+      try {
+        if (DocumentValidator.validate(name, read(deleted.document)) instanceof SourceSpec spec) {
+          String password = deleted.sealed == null ? null : Sealer.open(key, name, deleted.sealed);
+          Source.dropObjects(host, spec, password);
+        }
+      } catch (RuntimeException e) {
+        LOG.warn("{} - source '{}': its slot could not be dropped ({}); drop it by hand, it pins WAL", host.nodeId(),
+            name, host.describe(e));
       }
       meters.forget(name);
       LOG.info("{} - connector '{}' deleted", host.nodeId(), name);
@@ -165,12 +196,31 @@ final class Registry implements Connectors, ConnectorPlugin {
     if (s != null) {
       return Optional.of(s.status());
     }
+    Source src = sources.get(name);
+    if (src != null) {
+      return Optional.of(src.status());
+    }
     ConnectorStatus f = failed.get(name);
     if (f != null) {
       return Optional.of(f);
     }
     return get(name).map(d -> new ConnectorStatus(name, d.path("kind").asText("sink"), "disabled", null,
         null, Map.of(), null));
+  }
+
+  @Override
+  public boolean resync(String name) {
+    Objects.requireNonNull(name, "name");
+    Optional<JsonNode> doc = get(name);
+    if (doc.isEmpty()) {
+      return false;
+    }
+    if (!"source".equals(doc.get().path("kind").asText())) {
+      throw new InvalidConnectorException("kind", "connector '" + name + "' is a sink; only a source can be resynced");
+    }
+    Source.requestResync(host, name);
+    LOG.info("{} - source '{}': resync asked for (new epoch, slot recreated, new snapshot)", host.nodeId(), name);
+    return true;
   }
 
   @Override
@@ -211,6 +261,18 @@ final class Registry implements Connectors, ConnectorPlugin {
           LOG.info("{} - sink '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
         }
       }
+      for (String name : List.copyOf(sources.keySet())) {
+        Row r = rows.get(name);
+        if (r == null || r.version != sources.get(name).version()) {
+          Source s = sources.remove(name);
+          s.stop();
+          sourceMeters.forget(name);
+          if (r == null) {
+            meters.forget(name);
+          }
+          LOG.info("{} - source '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
+        }
+      }
       failed.keySet().retainAll(rows.keySet());
       for (var e : rows.entrySet()) {
         if (closed.get()) {
@@ -218,32 +280,55 @@ final class Registry implements Connectors, ConnectorPlugin {
         }
         String name = e.getKey();
         Row r = e.getValue();
-        Sink s = sinks.get(name);
-        if (s == null) {
-          SinkSpec spec;
-          String password = null;
-          try {
-            spec = DocumentValidator.sink(name, read(r.document));
-            if (r.sealed != null) {
-              password = Sealer.open(key, name, r.sealed);
-            }
-          } catch (io.queen.ConnectorException ce) {
-            failed.put(name, new ConnectorStatus(name, "sink", "error", ce.code(), ce.getMessage(), Map.of(), null));
-            continue;
-          } catch (InvalidConnectorException ie) {
-            failed.put(name, new ConnectorStatus(name, "sink", "error", "invalid_document", ie.getMessage(), Map.of(),
-                null));
-            continue;
+        if (sinks.containsKey(name) || sources.containsKey(name)) {
+          Sink s = sinks.get(name);
+          if (s != null && s.needsStart()) {
+            s.start();
           }
-          failed.remove(name);
-          s = new Sink(host, spec, r.version, password, meters.connector(name));
+          continue;
+        }
+        Object spec;
+        String password = null;
+        String kind = "sink";
+        try {
+          JsonNode doc = read(r.document);
+          kind = doc.path("kind").asText("sink");
+          spec = DocumentValidator.validate(name, doc);
+          if (r.sealed != null) {
+            password = Sealer.open(key, name, r.sealed);
+          }
+        } catch (io.queen.ConnectorException ce) {
+          failed.put(name, new ConnectorStatus(name, kind, "error", ce.code(), ce.getMessage(), Map.of(), null));
+          continue;
+        } catch (InvalidConnectorException ie) {
+          failed.put(name, new ConnectorStatus(name, kind, "error", "invalid_document", ie.getMessage(), Map.of(),
+              null));
+          continue;
+        }
+        failed.remove(name);
+        if (spec instanceof SinkSpec sinkSpec) {
+          Sink s = new Sink(host, sinkSpec, r.version, password, meters.connector(name));
           sinks.put(name, s);
           meters.owner(name, () -> {
             Sink now = sinks.get(name);
             return now != null && now.running();
           });
-        }
-        if (s.needsStart()) {
+          if (s.needsStart()) {
+            s.start();
+          }
+        } else {
+          Source s;
+          try {
+            s = new Source(host, (SourceSpec) spec, r.version, password, sourceMeters);
+          } catch (IllegalStateException ise) {
+            failed.put(name, new ConnectorStatus(name, "source", "error", "transient", ise.getMessage(), Map.of(), null));
+            continue;
+          }
+          sources.put(name, s);
+          meters.owner(name, () -> {
+            Source now = sources.get(name);
+            return now != null && now.owning();
+          });
           s.start();
         }
       }
@@ -264,6 +349,11 @@ final class Registry implements Connectors, ConnectorPlugin {
       s.stop();
     }
     sinks.clear();
+    for (Source s : sources.values()) {
+      s.stop();
+      sourceMeters.forget(s.spec().name());
+    }
+    sources.clear();
     meters.close();
     try {
       if (!executor.awaitTermination(host.closeGrace().toMillis() + 1_000, TimeUnit.MILLISECONDS)) {

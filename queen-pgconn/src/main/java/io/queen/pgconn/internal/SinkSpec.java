@@ -9,12 +9,12 @@ import java.util.Map;
  *
  * @param metadata message fact (partition, partitionId, offset, transactionId, createdAt, payload) to column
  */
-record SinkSpec(String name, boolean enabled, Connection connection, String queue, String tableSchema, String table,
+public record SinkSpec(String name, boolean enabled, Connection connection, String queue, String tableSchema, String table,
     String mode, String consumerGroup, String subscriptionMode, Instant subscriptionFrom, int workers, int batchSize,
     int maxAttempts, Map<String, String> metadata, String statement, List<String> params, boolean truncates) {
 
   /** Where the target database is. {@code hasPassword}: the document carried one (stored sealed). */
-  record Connection(String host, int port, String database, String user, boolean hasPassword, String sslMode) {}
+  public record Connection(String host, int port, String database, String user, boolean hasPassword, String sslMode) {}
 
   /** The table as written in SQL: both parts validated and double-quoted. */
   String qualifiedTable() {

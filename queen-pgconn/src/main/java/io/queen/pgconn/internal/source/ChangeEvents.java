@@ -1,0 +1,340 @@
+package io.queen.pgconn.internal.source;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.NullNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.ResultSetMetaData;
+import java.sql.SQLException;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * The seed's change event, its partition, and the bridge from a snapshot's SELECT to the same {@link
+ * PgMessage.Tuple} the stream decodes, so an {@code r} and a {@code c} of one row carry identical values.
+ *
+ * <p>An event is one JSON object with its fields in this order: {@code op} ({@code r c u d}), {@code table}
+ * ({@code schema.name}), {@code key} (the row key's columns), {@code after} (the new row without the
+ * unchanged TOASTed columns; null for a delete), {@code before} (null unless there is an old tuple: the key
+ * under default or index identity, the whole old row, NULLs included, under REPLICA IDENTITY FULL),
+ * {@code unchanged} (names of the unchanged TOASTed columns, only when there are some), {@code lsn},
+ * {@code xid} (absent for snapshot rows), {@code ts} (UTC, microseconds, {@code Z}) and {@code seq}.
+ *
+ * <p>The row key is the relation's columns flagged {@link PgMessage.Relation.Column#key()}. pgoutput flags
+ * every column under REPLICA IDENTITY FULL, so pass such a relation through {@link #withRowKey} first;
+ * {@link #loadRelation} already flags the row key. Thread-safe (the registry is).
+ */
+final class ChangeEvents {
+  private static final JsonNodeFactory F = JsonNodeFactory.instance;
+  private static final DateTimeFormatter TS =
+      DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSSSSS'Z'").withZone(ZoneOffset.UTC);
+
+  private final TypeRegistry types;
+
+  ChangeEvents(TypeRegistry types) {
+    this.types = Objects.requireNonNull(types, "types");
+  }
+
+  /**
+   * The event of one change.
+   *
+   * @param op {@code r} (snapshot row), {@code c}, {@code u} or {@code d}
+   * @param before the old tuple ('K' or 'O'), or null; required for {@code d}
+   * @param after the new tuple; null only for {@code d}
+   * @param lsn the commit LSN (stream) or the snapshot's position LSN, printed as PostgreSQL prints it
+   * @param xid the source transaction; null for snapshot rows (then absent from the event)
+   * @param tsMicros commit time (or read time for a snapshot row), microseconds since the Unix epoch
+   * @throws IllegalArgumentException for an op, tuple or relation that do not fit together
+   */
+  ObjectNode event(char op, PgMessage.Relation rel, PgMessage.Tuple before, PgMessage.Tuple after, long lsn,
+      Long xid, long tsMicros, int seq) {
+    Objects.requireNonNull(rel, "rel");
+    switch (op) {
+      case 'r', 'c', 'u' -> {
+        if (after == null) {
+          throw new IllegalArgumentException("a '" + op + "' event needs the new tuple");
+        }
+      }
+      case 'd' -> {
+        if (before == null || after != null) {
+          throw new IllegalArgumentException("a 'd' event needs the old tuple and no new one");
+        }
+      }
+      default -> throw new IllegalArgumentException("op must be r, c, u or d, got '" + op + "'");
+    }
+    check(rel, before);
+    check(rel, after);
+    List<PgMessage.Relation.Column> cols = rel.columns();
+
+    ObjectNode key = F.objectNode();
+    PgMessage.Tuple keySource = after != null ? after : before;
+    for (int i = 0; i < cols.size(); i++) {
+      PgMessage.Relation.Column col = cols.get(i);
+      if (col.key()) {
+        String text = keySource.texts()[i];
+        if (keySource.kinds()[i] == 'u' && before != null && before.kinds()[i] == 't') {
+          text = before.texts()[i];
+        }
+        key.set(col.name(), Values.render(types, col.typeOid(), text));
+      }
+    }
+
+    ObjectNode event = F.objectNode();
+    event.put("op", String.valueOf(op));
+    event.put("table", rel.schema() + "." + rel.name());
+    event.set("key", key);
+    ArrayNode unchanged = null;
+    if (after == null) {
+      event.set("after", NullNode.instance);
+    } else {
+      ObjectNode a = F.objectNode();
+      for (int i = 0; i < cols.size(); i++) {
+        PgMessage.Relation.Column col = cols.get(i);
+        if (after.kinds()[i] == 'u') {
+          if (unchanged == null) {
+            unchanged = F.arrayNode();
+          }
+          unchanged.add(col.name());
+        } else {
+          a.set(col.name(), Values.render(types, col.typeOid(), after.texts()[i]));
+        }
+      }
+      event.set("after", a);
+    }
+    if (before == null) {
+      event.set("before", NullNode.instance);
+    } else {
+      boolean full = rel.replicaIdentity() == 'f';
+      ObjectNode b = F.objectNode();
+      for (int i = 0; i < cols.size(); i++) {
+        PgMessage.Relation.Column col = cols.get(i);
+        if ((full || col.key()) && before.kinds()[i] != 'u') {
+          b.set(col.name(), Values.render(types, col.typeOid(), before.texts()[i]));
+        }
+      }
+      event.set("before", b);
+    }
+    if (unchanged != null) {
+      event.set("unchanged", unchanged);
+    }
+    event.put("lsn", PgLsn.format(lsn));
+    if (xid != null) {
+      event.put("xid", xid.longValue());
+    }
+    event.put("ts", timestamp(tsMicros));
+    event.put("seq", seq);
+    return event;
+  }
+
+  /**
+   * The partition of a row: by the row key ({@code partitionBy} null or empty), {@value PartitionKeys#SINGLE}
+   * ({@code ["single"]}), or the listed columns' printed values in the listed order, through {@link
+   * PartitionKeys}. {@code t} is the new tuple, or for a delete the old one; it must carry those columns: a
+   * delete under default identity carries only the key, so {@code partitionBy} columns outside the key need
+   * REPLICA IDENTITY FULL.
+   *
+   * @throws IllegalArgumentException for a column the relation does not have
+   * @throws IllegalStateException when a partition column is an unchanged TOASTed value (not in the tuple)
+   */
+  String partition(PgMessage.Relation rel, PgMessage.Tuple t, List<String> partitionBy) {
+    check(rel, t);
+    List<PgMessage.Relation.Column> cols = rel.columns();
+    List<String> values = new ArrayList<>();
+    if (partitionBy == null || partitionBy.isEmpty()) {
+      for (int i = 0; i < cols.size(); i++) {
+        if (cols.get(i).key()) {
+          values.add(printed(rel, t, i));
+        }
+      }
+      if (values.isEmpty()) {
+        throw new IllegalArgumentException("table " + rel.schema() + "." + rel.name() + " has no row key");
+      }
+    } else if (partitionBy.size() == 1 && partitionBy.get(0).equals("single")) {
+      return PartitionKeys.SINGLE;
+    } else {
+      for (String name : partitionBy) {
+        int i = indexOf(rel, name);
+        if (i < 0) {
+          throw new IllegalArgumentException(
+              "partitionBy column '" + name + "' is not a column of " + rel.schema() + "." + rel.name());
+        }
+        values.add(printed(rel, t, i));
+      }
+    }
+    return PartitionKeys.of(values);
+  }
+
+  private static String printed(PgMessage.Relation rel, PgMessage.Tuple t, int i) {
+    if (t.kinds()[i] == 'u') {
+      throw new IllegalStateException("partition column '" + rel.columns().get(i).name() + "' of " + rel.schema()
+          + "." + rel.name() + " is an unchanged TOASTed value the change does not carry: read it back");
+    }
+    return t.texts()[i];
+  }
+
+  private static int indexOf(PgMessage.Relation rel, String name) {
+    for (int i = 0; i < rel.columns().size(); i++) {
+      if (rel.columns().get(i).name().equals(name)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static void check(PgMessage.Relation rel, PgMessage.Tuple t) {
+    if (t != null && t.size() != rel.columns().size()) {
+      throw new IllegalArgumentException("a tuple of " + t.size() + " values for " + rel.schema() + "." + rel.name()
+          + " with " + rel.columns().size() + " columns: the relation is not the one the tuple was sent for");
+    }
+  }
+
+  /** {@code 2026-10-03T06:15:03.583036Z}: UTC, always six fractional digits. */
+  static String timestamp(long micros) {
+    Instant at = Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
+    return TS.format(at);
+  }
+
+  /**
+   * The columns of {@code rel} as a SELECT list ({@code "id", "name"}), each identifier double-quoted with
+   * embedded quotes doubled, for a snapshot query whose rows {@link #fromResultSetText} reads.
+   */
+  static String selectList(PgMessage.Relation rel) {
+    StringBuilder b = new StringBuilder();
+    for (PgMessage.Relation.Column c : rel.columns()) {
+      b.append(b.isEmpty() ? "" : ", ").append(quote(c.name()));
+    }
+    return b.toString();
+  }
+
+  /** {@code "schema"."name"}, quoted as {@link #selectList} quotes. */
+  static String qualifiedName(PgMessage.Relation rel) {
+    return quote(rel.schema()) + "." + quote(rel.name());
+  }
+
+  static String quote(String identifier) {
+    return "\"" + identifier.replace("\"", "\"\"") + "\"";
+  }
+
+  /**
+   * The current row of a snapshot SELECT as the stream's tuple: the result's first columns must be the
+   * relation's, in order and by name (the SELECT list of {@link #selectList}); each is read with {@code
+   * getString}, NULL as 'n'. The connection must run with {@link Values#sessionSettings()} (no binary
+   * results) and {@link Values#apply}, so the text is what the walsender prints.
+   *
+   * @throws IllegalArgumentException when the result's columns are not the relation's
+   */
+  static PgMessage.Tuple fromResultSetText(ResultSet rs, PgMessage.Relation rel) throws SQLException {
+    int n = rel.columns().size();
+    ResultSetMetaData md = rs.getMetaData();
+    if (md.getColumnCount() < n) {
+      throw new IllegalArgumentException("the SELECT has " + md.getColumnCount() + " columns, " + rel.schema() + "."
+          + rel.name() + " has " + n);
+    }
+    char[] kinds = new char[n];
+    String[] texts = new String[n];
+    for (int i = 0; i < n; i++) {
+      if (!md.getColumnLabel(i + 1).equals(rel.columns().get(i).name())) {
+        throw new IllegalArgumentException("column " + (i + 1) + " of the SELECT is not column '"
+            + rel.columns().get(i).name() + "' of " + rel.schema() + "." + rel.name());
+      }
+      String s = rs.getString(i + 1);
+      kinds[i] = s == null ? 'n' : 't';
+      texts[i] = s;
+    }
+    return new PgMessage.Tuple(kinds, texts);
+  }
+
+  private static final String RELATION = """
+      SELECT c.oid::int8, n.nspname, c.relname, c.relreplident
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = ? AND c.relname = ?""";
+
+  private static final String COLUMNS = """
+      SELECT a.attname, a.atttypid::int8, a.atttypmod
+        FROM pg_catalog.pg_attribute a
+       WHERE a.attrelid = ? AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+       ORDER BY a.attnum""";
+
+  /**
+   * A table's shape from the catalog, as pgoutput describes it (the published columns: no dropped or generated
+   * ones, in order, with type OIDs and typmods), except that the key flags mark the row key: the replica
+   * identity index under identity {@code i}, else the primary key. Null when the table does not exist.
+   */
+  static PgMessage.Relation loadRelation(Connection c, String schema, String table) throws SQLException {
+    int oid;
+    String nsp;
+    String name;
+    char identity;
+    try (PreparedStatement ps = c.prepareStatement(RELATION)) {
+      ps.setString(1, schema);
+      ps.setString(2, table);
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return null;
+        }
+        oid = (int) rs.getLong(1);
+        nsp = rs.getString(2);
+        name = rs.getString(3);
+        identity = rs.getString(4).charAt(0);
+      }
+    }
+    List<PgMessage.Relation.Column> cols = new ArrayList<>();
+    try (PreparedStatement ps = c.prepareStatement(COLUMNS)) {
+      ps.setLong(1, Integer.toUnsignedLong(oid));
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          cols.add(new PgMessage.Relation.Column(false, rs.getString(1), (int) rs.getLong(2), rs.getInt(3)));
+        }
+      }
+    }
+    // under identity 'i' the replica identity index is the key, not the primary key
+    cols = keyFrom(c, oid, cols, identity == 'i' ? "indisreplident" : "indisprimary");
+    return new PgMessage.Relation(oid, nsp, name, identity, List.copyOf(cols));
+  }
+
+  /**
+   * A relation from pgoutput with the row key flagged: under REPLICA IDENTITY FULL pgoutput flags every
+   * column, so the flags are replaced by the primary key read from the catalog; other relations are returned
+   * as they are.
+   *
+   * @throws IllegalStateException when a FULL table has no primary key
+   */
+  static PgMessage.Relation withRowKey(Connection c, PgMessage.Relation rel) throws SQLException {
+    if (rel.replicaIdentity() != 'f') {
+      return rel;
+    }
+    List<PgMessage.Relation.Column> cols = keyFrom(c, rel.oid(), rel.columns(), "indisprimary");
+    if (cols.stream().noneMatch(PgMessage.Relation.Column::key)) {
+      throw new IllegalStateException("table " + rel.schema() + "." + rel.name()
+          + " has REPLICA IDENTITY FULL and no primary key: events need a row key");
+    }
+    return new PgMessage.Relation(rel.oid(), rel.schema(), rel.name(), rel.replicaIdentity(), List.copyOf(cols));
+  }
+
+  private static List<PgMessage.Relation.Column> keyFrom(Connection c, int oid, List<PgMessage.Relation.Column> cols,
+      String flag) throws SQLException {
+    List<String> key = new ArrayList<>();
+    String sql = "SELECT a.attname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a"
+        + " ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey) WHERE i.indrelid = ? AND i." + flag;
+    try (PreparedStatement ps = c.prepareStatement(sql)) {
+      ps.setLong(1, Integer.toUnsignedLong(oid));
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          key.add(rs.getString(1));
+        }
+      }
+    }
+    List<PgMessage.Relation.Column> out = new ArrayList<>(cols.size());
+    for (PgMessage.Relation.Column col : cols) {
+      out.add(new PgMessage.Relation.Column(key.contains(col.name()), col.name(), col.typeOid(), col.typmod()));
+    }
+    return out;
+  }
+}

@@ -1,0 +1,507 @@
+package io.queen.pgconn.internal.source;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.queen.ConnectorStatus;
+import io.queen.Kv;
+import io.queen.KvEntry;
+import io.queen.KvWriteResult;
+import io.queen.pgconn.internal.ErrorCode;
+import io.queen.pgconn.internal.SourceSpec;
+import io.queen.embedded.spi.ConnectorHost;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One source on this node. Every node runs every source; the node holding its KV lease owns it and streams,
+ * the others show {@code standby} and try to take the lease over every third of its TTL. The owner checks the
+ * setup, creates the publication and the slot, checks the slot against the pointer (R5) and runs a
+ * {@link Stream}; it renews the lease at a third of the TTL and stops the stream at once when a renewal is lost.
+ * {@link #stop()} gives the lease back at once. Threads: one owner thread per source ({@code pg-<name>}), plus
+ * the stream's two while streaming. Status methods are thread-safe.
+ */
+public final class Source {
+  private static final Logger LOG = LoggerFactory.getLogger(Source.class);
+  /** Live sources by node and name, for {@link #halt} (fault tests). */
+  private static final Map<String, Source> LIVE = new ConcurrentHashMap<>();
+
+  /** Creates the snapshot of a source (the chunked snapshot plugs in here); null: no snapshot. */
+  public interface SnapshotFactory {
+    SnapshotHook open(SourceSpec spec, String epoch, Source source);
+  }
+
+  private static volatile SnapshotFactory snapshots;
+
+  private final ConnectorHost host;
+  private final SourceSpec spec;
+  private final long version;
+  private final String password;
+  private final SourceMeters.Connector meters;
+  private final Lease lease;
+  private final Codec codec;
+  private volatile Thread owner;
+  private volatile boolean stopped;
+  private volatile boolean halted;
+  private volatile String phase = "connecting";
+  private volatile ErrorCode lastCode;
+  private volatile String lastError;
+  private volatile String note;
+  private volatile Instant lastProgress;
+  private volatile Stream stream;
+  private volatile SnapshotHook hook;
+  private final AtomicLong messages = new AtomicLong();
+  private final AtomicLong transactions = new AtomicLong();
+  private final AtomicLong bundles = new AtomicLong();
+  private final AtomicLong snapshotRows = new AtomicLong();
+  private final AtomicLong truncates = new AtomicLong();
+  private final AtomicLong errors = new AtomicLong();
+  private final AtomicLong slotLag = new AtomicLong();
+  private volatile long pointerLsn;
+  private volatile long lastCommitMicros;
+
+  public Source(ConnectorHost host, SourceSpec spec, long version, String password, SourceMeters meters) {
+    this.host = host;
+    this.spec = spec;
+    this.version = version;
+    this.password = password;
+    this.codec = Codecs.standard();
+    this.lease = new Lease(host.queen(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
+    this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(slotLag::get, () -> pointerLsn,
+        () -> lastCommitMicros == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - lastCommitMicros) / 1e6));
+  }
+
+  /** Sets how sources open their snapshot (the snapshot module calls this once). */
+  public static void snapshots(SnapshotFactory factory) {
+    snapshots = factory;
+  }
+
+  public long version() {
+    return version;
+  }
+
+  public SourceSpec spec() {
+    return spec;
+  }
+
+  /** Starts the owner thread (once). */
+  public synchronized void start() {
+    if (stopped || owner != null) {
+      return;
+    }
+    if (!spec.enabled()) {
+      phase = "disabled";
+      return;
+    }
+    LIVE.put(host.nodeId() + "/" + spec.name(), this);
+    owner = host.newThread("pg-" + spec.name(), this::run);
+    owner.start();
+    Thread renewer = host.newThread("pg-" + spec.name() + "-lease", this::renewLoop);
+    renewer.start();
+  }
+
+  /** Stops streaming and gives the lease back at once. */
+  public void stop() {
+    stopped = true;
+    Thread t = owner;
+    if (t != null) {
+      t.interrupt();
+      try {
+        t.join(host.closeGrace().toMillis() + 10_000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    LIVE.remove(host.nodeId() + "/" + spec.name(), this);
+  }
+
+  /**
+   * Simulates a crash of this node's source {@code name} (for fault tests): streaming stops at once and the lease is
+   * neither renewed nor given back, so another node takes over only when it runs out. True when it was running here.
+   */
+  public static boolean halt(String nodeId, String name) {
+    Source s = LIVE.get(nodeId + "/" + name);
+    if (s == null) {
+      return false;
+    }
+    s.halted = true;
+    s.lease.abandon();
+    s.stop();
+    return true;
+  }
+
+  /** Whether this node owns and streams the source now (the owner gauge). */
+  public boolean owning() {
+    return !stopped && lease.held() && ("streaming".equals(phase) || "snapshot".equals(phase));
+  }
+
+  /** Counts rows the snapshot pushed (the snapshot calls it; {@code queen_pg_source_snapshot_rows_total}). */
+  public void snapshotRows(long n) {
+    if (n > 0) {
+      snapshotRows.addAndGet(n);
+      meters.snapshotRows(n);
+    }
+  }
+
+  void truncateSkipped() {
+    truncates.incrementAndGet();
+  }
+
+  void committed(int events, int txs, Pointer p, long commitMicros) {
+    messages.addAndGet(events);
+    transactions.addAndGet(txs);
+    bundles.incrementAndGet();
+    meters.messages(events);
+    meters.transactions(txs);
+    meters.bundle();
+    pointerLsn = p.lsn();
+    if (commitMicros != 0) {
+      lastCommitMicros = commitMicros;
+    }
+    lastProgress = Instant.now();
+    SnapshotHook h = hook;
+    phase = h != null && !h.done() ? "snapshot" : "streaming";
+  }
+
+  public ConnectorStatus status() {
+    Map<String, Long> counters = new LinkedHashMap<>();
+    counters.put("messages", messages.get());
+    counters.put("transactions", transactions.get());
+    counters.put("bundles", bundles.get());
+    counters.put("snapshotRows", snapshotRows.get());
+    counters.put("truncatesSkipped", truncates.get());
+    counters.put("errors", errors.get());
+    String leaseNode = null;
+    Instant expires = null;
+    JsonNode pointer = null;
+    try {
+      KvEntry l = Lease.read(host.queen(), spec.name());
+      if (l.found()) {
+        leaseNode = l.value().path("node").asText(null);
+        expires = l.expiresAt();
+      }
+      KvEntry p = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
+      pointer = p.found() ? p.value() : null;
+    } catch (RuntimeException e) {
+      // Queen's database unavailable: the status shows what this node knows
+    }
+    String ph = phase;
+    if (!spec.enabled()) {
+      ph = "disabled";
+    } else if (!lease.held() && !"error".equals(ph)) {
+      ph = "standby";
+    }
+    ErrorCode code = lastCode;
+    String error = code != null ? lastError : note;
+    return new ConnectorStatus(spec.name(), "source", ph, code == null ? null : code.code(), error, counters,
+        lastProgress, pointer == null ? null : pointer.path("lsn").asText(null), leaseNode, expires, pointer);
+  }
+
+  // ------------------------------------------------------------------------------ the owner thread
+
+  private void run() {
+    long retry = host.connectorRefresh().toMillis();
+    try {
+      while (!stopped) {
+        if (!lease.held()) {
+          boolean got;
+          try {
+            got = lease.acquire();
+          } catch (RuntimeException e) {
+            got = false;
+          }
+          if (!got) {
+            phase = "standby";
+            Thread.sleep(Math.max(100, lease.ttl().toMillis() / 3));
+            continue;
+          }
+          LOG.info("{} - source '{}': this node owns it now", host.nodeId(), spec.name());
+        }
+        phase = "connecting";
+        try {
+          own();
+          if (!stopped && lease.held()) {
+            Thread.sleep(retry); // an error or a broken stream: try again after a pause, still the owner
+          }
+        } catch (SQLException | RuntimeException e) {
+          failed(e);
+          Thread.sleep(retry);
+        }
+      }
+    } catch (InterruptedException e) {
+      // stopping
+    } finally {
+      Stream s = stream;
+      if (s != null) {
+        s.stop();
+      }
+      if (!halted) {
+        try {
+          lease.release();
+        } catch (RuntimeException e) {
+          // it runs out by itself
+        }
+      }
+      phase = halted ? "standby" : phase;
+    }
+  }
+
+  /**
+   * Renews the held lease every third of its TTL, whatever the owner thread is doing (streaming, waiting for a
+   * slot, in error); a lost renewal stops the stream at once.
+   */
+  private void renewLoop() {
+    long every = Math.max(100, lease.ttl().toMillis() / 3);
+    while (!stopped) {
+      try {
+        Thread.sleep(every);
+      } catch (InterruptedException e) {
+        return;
+      }
+      if (stopped || halted || !lease.held()) {
+        continue;
+      }
+      boolean kept;
+      try {
+        kept = lease.renew();
+      } catch (RuntimeException e) {
+        kept = true; // Queen's database unreachable: tried again; the pointer's expect still fences
+      }
+      if (!kept) {
+        Stream s = stream;
+        if (s != null) {
+          s.abort();
+        }
+      }
+    }
+  }
+
+  private void failed(Exception e) {
+    errors.incrementAndGet();
+    meters.error();
+    ErrorCode code = e instanceof SQLException se && ("28P01".equals(se.getSQLState()) || "28000".equals(se.getSQLState()))
+        ? ErrorCode.LOGIN_FAILED : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.TRANSIENT;
+    error(code, host.describe(e));
+  }
+
+  private void error(ErrorCode code, String why) {
+    boolean changed = lastCode != code;
+    phase = "error";
+    lastCode = code;
+    lastError = code.fix() + " (" + why + ")";
+    if (changed) {
+      LOG.warn("{} - source '{}' stopped ({}): {}", host.nodeId(), spec.name(), code.code(), why);
+    }
+  }
+
+  /** One spell of ownership: setup, slot check, stream, lease renewals; returns when it ends. */
+  private void own() throws SQLException, InterruptedException {
+    SourceConnections conns;
+    try {
+      conns = SourceConnections.of(spec, password, host.dataSource());
+    } catch (SourceConnections.Unavailable u) {
+      error(u.code, u.getMessage());
+      return;
+    }
+    try (Connection normal = conns.normal(codec)) {
+      try {
+        SourceSetup.check(normal, spec);
+      } catch (SourceSetup.Failed f) {
+        error(f.code, f.getMessage());
+        return;
+      }
+      KvEntry pe = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
+      Pointer pointer = pe.found() ? Pointer.of(pe.value(), codec) : null;
+      long pv = pe.found() ? pe.version() : 0;
+      try {
+        SourceSetup.publication(normal, spec);
+      } catch (SourceSetup.Failed f) {
+        error(f.code, f.getMessage());
+        return;
+      }
+      SourceSetup.Slot slot = SourceSetup.slot(normal, spec.slot());
+      if (pointer == null || pointer.resync()) {
+        if (slot.exists() && !SourceSetup.dropSlot(normal, spec.slot())) {
+          phase = "waiting_for_slot";
+          note = "another process holds the slot " + spec.slot();
+          return;
+        }
+        note = "creating the replication slot: it waits for the transactions running now to end (pg_stat_activity)";
+        String cp;
+        try (Connection repl = conns.replication(codec)) {
+          cp = SourceSetup.createSlot(repl, spec.slot(), SourceSetup.hasStandbys(normal));
+        } catch (SQLException e) {
+          if (host.isTransient(e)) {
+            throw e;
+          }
+          error(ErrorCode.SLOT_CREATION, host.describe(e));
+          return;
+        } finally {
+          note = null;
+        }
+        long lsn = codec.parseLsn(cp);
+        Pointer fresh = new Pointer(lsn, 0, true, lsn, codec.newEpoch(), null, false);
+        KvWriteResult w = host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(spec.name()),
+            fresh.json(host.mapper(), codec), Kv.forever().expect(pv));
+        if (!w.applied()) {
+          lease.abandon(); // someone else moved the pointer: not ours any more
+          return;
+        }
+        pointer = fresh;
+        pv = w.version();
+        LOG.info("{} - source '{}': slot {} created at {}, epoch {}", host.nodeId(), spec.name(), spec.slot(), cp,
+            fresh.epoch());
+      } else {
+        if (!slot.exists() || slot.otherDatabase()) {
+          error(ErrorCode.SLOT_LOST, "slot " + spec.slot());
+          return;
+        }
+        if (slot.invalidated()) {
+          error(ErrorCode.SLOT_INVALIDATED, "slot " + spec.slot() + ": " + (slot.invalidationReason() != null
+              ? slot.invalidationReason() : "wal_status " + slot.walStatus()));
+          return;
+        }
+        if (slot.confirmedFlushLsn() != null
+            && Long.compareUnsigned(codec.parseLsn(slot.confirmedFlushLsn()), pointer.flush()) > 0) {
+          error(ErrorCode.SLOT_AHEAD, "slot " + spec.slot() + " confirmed " + slot.confirmedFlushLsn() + ", pointer "
+              + codec.formatLsn(pointer.flush()));
+          return;
+        }
+      }
+      pointerLsn = pointer.lsn();
+      SnapshotFactory f = snapshots;
+      SnapshotHook h = spec.snapshotFirst() && f != null ? f.open(spec, pointer.epoch(), this) : null;
+      if (h != null) {
+        h.restore(pointer.snapshot());
+      }
+      hook = h;
+      Connection repl = conns.replication(codec);
+      Stream s = new Stream(this, spec, codec, host.queen(), host.mapper(), normal, repl, h, pointer, pv);
+      try {
+        s.start((role, r) -> host.newThread("pg-" + spec.name() + "-" + role, r));
+      } catch (SQLException e) {
+        repl.close();
+        String state = e.getSQLState();
+        if ("55006".equals(state)) {
+          phase = "waiting_for_slot";
+          note = "another process holds the slot " + spec.slot();
+          lastCode = null;
+          return;
+        }
+        if ("42704".equals(state)) {
+          error(ErrorCode.SLOT_LOST, "slot " + spec.slot());
+          return;
+        }
+        if ("55000".equals(state) || "58P01".equals(state)) {
+          error(ErrorCode.SLOT_INVALIDATED, "slot " + spec.slot());
+          return;
+        }
+        throw e;
+      }
+      stream = s;
+      lastCode = null;
+      lastError = null;
+      note = null;
+      phase = h != null && !h.done() ? "snapshot" : "streaming";
+      LOG.info("{} - source '{}' {} from {} (slot {}, publication {})", host.nodeId(), spec.name(), phase,
+          codec.formatLsn(pointer.lsn()), spec.slot(), spec.publication());
+      try {
+        watch(s, normal);
+      } finally {
+        s.stop();
+        stream = null;
+      }
+    }
+  }
+
+  /** While the stream runs: renew the lease at a third of its TTL, check the slot's health about every 10 s. */
+  private void watch(Stream s, Connection normal) throws InterruptedException {
+    long nextHealth = 0;
+    while (!stopped && s.alive() && lease.held()) {
+      Thread.sleep(200);
+      long now = System.currentTimeMillis();
+      if (now >= nextHealth) {
+        nextHealth = now + 10_000;
+        health(normal);
+        if (resyncAsked()) {
+          LOG.info("{} - source '{}': a resync was asked for; starting over", host.nodeId(), spec.name());
+          return;
+        }
+      }
+    }
+    if (!lease.held() && !stopped) {
+      LOG.warn("{} - source '{}': the lease was lost; streaming stopped", host.nodeId(), spec.name());
+    }
+    Stream.Failure f = s.failure();
+    if (f != null && f.kind() == Stream.Kind.POINTER_LOST && !resyncAsked()) {
+      LOG.warn("{} - source '{}': the pointer moved under this node (another owner or a resync); streaming stops",
+          host.nodeId(), spec.name());
+      lease.abandon();
+    } else if (f != null && f.cause() != null && !stopped) {
+      errors.incrementAndGet();
+      meters.error();
+      LOG.warn("{} - source '{}': the stream broke ({}); starting again", host.nodeId(), spec.name(),
+          host.describe(f.cause()));
+    }
+  }
+
+
+  private boolean resyncAsked() {
+    try {
+      KvEntry p = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
+      return p.found() && p.value().path("resync").asBoolean(false);
+    } catch (RuntimeException e) {
+      return false;
+    }
+  }
+
+  private void health(Connection normal) {
+    try (var st = normal.prepareStatement("select pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint"
+        + " from pg_replication_slots where slot_name = ?")) {
+      st.setString(1, spec.slot());
+      try (var rs = st.executeQuery()) {
+        if (rs.next()) {
+          slotLag.set(rs.getLong(1));
+        }
+      }
+    } catch (SQLException e) {
+      // the stream reports a broken connection itself
+    }
+  }
+
+  // ------------------------------------------------------------------------------ delete and resync
+
+  /** Drops the slot (and the publication when managed) of a deleted source; best effort, logged. */
+  public static void dropObjects(ConnectorHost host, SourceSpec spec, String password) {
+    Codec codec = Codecs.standard();
+    try (Connection c = SourceConnections.of(spec, password, host.dataSource()).normal(codec)) {
+      for (int i = 0; i < 50 && !SourceSetup.dropSlot(c, spec.slot()); i++) {
+        Thread.sleep(200); // its owner is stopping
+      }
+      if (spec.managePublication()) {
+        SourceSetup.dropPublication(c, spec.publication());
+      }
+      host.queen().kv().delete(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
+    } catch (SQLException | SourceConnections.Unavailable | RuntimeException e) {
+      LOG.warn("{} - source '{}': could not drop its slot {} ({}); drop it by hand, it pins WAL", host.nodeId(),
+          spec.name(), spec.slot(), e instanceof SQLException || e instanceof RuntimeException ? host.describe(e)
+              : e.getMessage());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /**
+   * Asks for a resync: the pointer is replaced by one marked {@code resync} (so the owner's next pointer write
+   * fails and it stops); the owner then drops the slot, creates it again and starts a new epoch.
+   */
+  public static void requestResync(ConnectorHost host, String name) {
+    host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(name), host.mapper().createObjectNode().put("resync", true),
+        Kv.forever());
+  }
+}

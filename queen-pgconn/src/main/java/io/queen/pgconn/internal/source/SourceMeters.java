@@ -1,0 +1,63 @@
+package io.queen.pgconn.internal.source;
+
+import java.util.function.DoubleSupplier;
+import java.util.function.LongSupplier;
+
+/**
+ * The source's meters (the seed's names, tag {@code connector}): a no-op without a {@code MeterRegistry},
+ * Micrometer otherwise ({@link MicrometerSourceMeters}, the only class of this package that touches Micrometer,
+ * an optional dependency).
+ */
+public interface SourceMeters {
+  /** The counters of one source. */
+  interface Connector {
+    void transactions(long n);
+
+    void messages(long n);
+
+    void bundle();
+
+    void snapshotRows(long n);
+
+    void error();
+  }
+
+  /** The gauges read from a running source. */
+  record Gauges(LongSupplier slotLagBytes, LongSupplier pointerLsn, DoubleSupplier lagSeconds) {}
+
+  Connector connector(String name, Gauges gauges);
+
+  /** Removes the gauges of a deleted or stopped source. */
+  void forget(String name);
+
+  Connector NOOP_CONNECTOR = new Connector() {
+    @Override
+    public void transactions(long n) {}
+
+    @Override
+    public void messages(long n) {}
+
+    @Override
+    public void bundle() {}
+
+    @Override
+    public void snapshotRows(long n) {}
+
+    @Override
+    public void error() {}
+  };
+
+  SourceMeters NOOP = new SourceMeters() {
+    @Override
+    public Connector connector(String name, Gauges gauges) {
+      return NOOP_CONNECTOR;
+    }
+
+    @Override
+    public void forget(String name) {}
+  };
+
+  static SourceMeters of(Object registry) {
+    return registry == null ? NOOP : new MicrometerSourceMeters(registry);
+  }
+}

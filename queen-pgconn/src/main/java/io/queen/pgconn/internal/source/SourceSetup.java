@@ -1,0 +1,240 @@
+package io.queen.pgconn.internal.source;
+
+import io.queen.pgconn.internal.ErrorCode;
+import io.queen.pgconn.internal.SourceSpec;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The source's setup on the normal connection, in the order that keeps mistakes harmless: the checks first
+ * (server version, wal_level, REPLICATION, each table's existence, SELECT and key), then the publication (created
+ * or checked: whole tables only), then the slot (cdc.md §2.1). A table without a key is refused before the
+ * publication is touched: once published, PostgreSQL would refuse the application's own updates and deletes on it.
+ * Identifiers are validated by the document and always double-quoted here.
+ */
+final class SourceSetup {
+  private SourceSetup() {}
+
+  /** A failed check: the code and what was found (table names, never values). */
+  static final class Failed extends Exception {
+    private static final long serialVersionUID = 1L;
+    final ErrorCode code;
+
+    Failed(ErrorCode code, String what) {
+      super(what, null, false, false);
+      this.code = code;
+    }
+  }
+
+  /** What {@code pg_replication_slots} says of the slot. */
+  record Slot(boolean exists, String confirmedFlushLsn, String walStatus, String invalidationReason, Integer activePid,
+      String plugin, boolean otherDatabase) {
+    static final Slot NONE = new Slot(false, null, null, null, null, null, false);
+
+    boolean invalidated() {
+      return "lost".equals(walStatus) || invalidationReason != null;
+    }
+  }
+
+  static void check(Connection c, SourceSpec spec) throws SQLException, Failed {
+    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select current_setting('server_version_num')"
+        + "::int, current_setting('wal_level'), (select rolreplication or rolsuper from pg_roles where rolname ="
+        + " current_user)")) {
+      rs.next();
+      if (rs.getInt(1) < 170000) {
+        throw new Failed(ErrorCode.SERVER_VERSION, "server_version_num " + rs.getInt(1));
+      }
+      if (!"logical".equals(rs.getString(2))) {
+        throw new Failed(ErrorCode.WAL_LEVEL, "wal_level is " + rs.getString(2));
+      }
+      if (!rs.getBoolean(3)) {
+        throw new Failed(ErrorCode.NO_REPLICATION, "role without REPLICATION");
+      }
+    }
+    for (SourceSpec.Table t : spec.tables()) {
+      try (PreparedStatement st = c.prepareStatement("select c.oid, has_table_privilege(c.oid, 'SELECT'), c.relreplident,"
+          + " exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisprimary),"
+          + " exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisreplident)"
+          + " from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+          + " where n.nspname = ? and c.relname = ? and c.relkind in ('r', 'p')")) {
+        st.setString(1, t.schema());
+        st.setString(2, t.table());
+        try (ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            throw new Failed(ErrorCode.SOURCE_TABLE_MISSING, "table " + t.qualifiedName());
+          }
+          if (!rs.getBoolean(2)) {
+            throw new Failed(ErrorCode.SELECT_PRIVILEGE, "table " + t.qualifiedName());
+          }
+          String identity = rs.getString(3);
+          boolean pk = rs.getBoolean(4);
+          boolean index = rs.getBoolean(5);
+          boolean keyed = switch (identity) {
+            case "d", "f" -> pk;
+            case "i" -> index;
+            default -> false;
+          };
+          if (!keyed) {
+            throw new Failed(ErrorCode.SOURCE_NO_KEY, "table " + t.qualifiedName() + " (replica identity '" + identity
+                + "', " + (pk ? "" : "no ") + "primary key)");
+          }
+        }
+      }
+    }
+  }
+
+  /** Creates the publication (managed) or checks it; refuses row filters and column lists either way. */
+  static void publication(Connection c, SourceSpec spec) throws SQLException, Failed {
+    String pub = spec.publication();
+    boolean exists;
+    try (PreparedStatement st = c.prepareStatement("select pubinsert and pubupdate and pubdelete from pg_publication"
+        + " where pubname = ?")) {
+      st.setString(1, pub);
+      try (ResultSet rs = st.executeQuery()) {
+        exists = rs.next();
+        if (exists && !rs.getBoolean(1)) {
+          throw new Failed(spec.managePublication() ? ErrorCode.PUBLICATION_MISSING : ErrorCode.PUBLICATION_MISSING,
+              "publication " + pub + " does not publish inserts, updates and deletes");
+        }
+      }
+    }
+    if (spec.managePublication()) {
+      for (SourceSpec.Table t : spec.tables()) {
+        try (PreparedStatement st = c.prepareStatement("select pg_has_role(current_user, c.relowner, 'USAGE')"
+            + " from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = ? and c.relname = ?")) {
+          st.setString(1, t.schema());
+          st.setString(2, t.table());
+          try (ResultSet rs = st.executeQuery()) {
+            if (!rs.next() || !rs.getBoolean(1)) {
+              throw new Failed(ErrorCode.NOT_OWNER, "table " + t.qualifiedName());
+            }
+          }
+        }
+      }
+      List<SourceSpec.Table> missing = missing(c, spec);
+      if (!exists) {
+        StringBuilder sql = new StringBuilder("create publication " + quote(pub) + " for table ");
+        for (int i = 0; i < spec.tables().size(); i++) {
+          sql.append(i == 0 ? "" : ", ").append(spec.tables().get(i).sql());
+        }
+        sql.append(" with (publish = 'insert, update, delete, truncate')");
+        try (Statement st = c.createStatement()) {
+          st.execute(sql.toString());
+        } catch (SQLException e) {
+          if (!"42710".equals(e.getSQLState())) { // created meanwhile by another node: checked below
+            throw e;
+          }
+        }
+      } else if (!missing.isEmpty()) {
+        for (SourceSpec.Table t : missing) {
+          try (Statement st = c.createStatement()) {
+            st.execute("alter publication " + quote(pub) + " add table " + t.sql());
+          }
+        }
+      }
+    }
+    List<SourceSpec.Table> missing = missing(c, spec);
+    if (!missing.isEmpty()) {
+      throw new Failed(ErrorCode.PUBLICATION_MISSING, "publication " + pub + " lacks " + missing.get(0).qualifiedName());
+    }
+    try (PreparedStatement st = c.prepareStatement("select n.nspname, c.relname from pg_publication p"
+        + " join pg_publication_rel r on r.prpubid = p.oid join pg_class c on c.oid = r.prrelid"
+        + " join pg_namespace n on n.oid = c.relnamespace"
+        + " where p.pubname = ? and (r.prqual is not null or r.prattrs is not null)")) {
+      st.setString(1, pub);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          if (spec.table(rs.getString(1), rs.getString(2)) != null) {
+            throw new Failed(ErrorCode.PUBLICATION_FILTERED, "publication " + pub + ", table " + rs.getString(1) + "."
+                + rs.getString(2));
+          }
+        }
+      }
+    }
+  }
+
+  /** The source tables the publication does not publish (whole-database publications publish all). */
+  private static List<SourceSpec.Table> missing(Connection c, SourceSpec spec) throws SQLException {
+    List<SourceSpec.Table> out = new ArrayList<>();
+    for (SourceSpec.Table t : spec.tables()) {
+      try (PreparedStatement st = c.prepareStatement("select 1 from pg_publication_tables where pubname = ? and"
+          + " schemaname = ? and tablename = ?")) {
+        st.setString(1, spec.publication());
+        st.setString(2, t.schema());
+        st.setString(3, t.table());
+        try (ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            out.add(t);
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  static Slot slot(Connection c, String slot) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select confirmed_flush_lsn::text, wal_status, invalidation_reason,"
+        + " active_pid, plugin, database is distinct from current_database() from pg_replication_slots"
+        + " where slot_name = ?")) {
+      st.setString(1, slot);
+      try (ResultSet rs = st.executeQuery()) {
+        if (!rs.next()) {
+          return Slot.NONE;
+        }
+        int pid = rs.getInt(4);
+        return new Slot(true, rs.getString(1), rs.getString(2), rs.getString(3), rs.wasNull() ? null : pid,
+            rs.getString(5), rs.getBoolean(6));
+      }
+    }
+  }
+
+  /** Whether the server streams to a physical standby now (then the slot is created as a failover slot). */
+  static boolean hasStandbys(Connection c) throws SQLException {
+    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select exists (select 1 from"
+        + " pg_stat_replication r where not exists (select 1 from pg_replication_slots s where s.active_pid = r.pid"
+        + " and s.slot_type = 'logical'))")) {
+      rs.next();
+      return rs.getBoolean(1);
+    }
+  }
+
+  /**
+   * Creates the slot on the replication connection (the raw walsender command, so it can be a failover slot).
+   * Waits for the transactions running now to end. Returns the consistent point (text LSN).
+   */
+  static String createSlot(Connection replication, String slot, boolean failover) throws SQLException {
+    try (Statement st = replication.createStatement(); ResultSet rs = st.executeQuery("CREATE_REPLICATION_SLOT "
+        + quote(slot) + " LOGICAL pgoutput (" + (failover ? "FAILOVER true, " : "") + "SNAPSHOT 'nothing')")) {
+      rs.next();
+      return rs.getString("consistent_point");
+    }
+  }
+
+  /** Drops the slot when it exists and nobody streams from it; true when it is gone now. */
+  static boolean dropSlot(Connection c, String slot) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select pg_drop_replication_slot(slot_name) from pg_replication_slots"
+        + " where slot_name = ? and not active")) {
+      st.setString(1, slot);
+      st.executeQuery().close();
+    }
+    return !slot(c, slot).exists();
+  }
+
+  static void dropPublication(Connection c, String publication) throws SQLException {
+    try (Statement st = c.createStatement()) {
+      st.execute("drop publication if exists " + quote(publication));
+    }
+  }
+
+  static String quote(String ident) {
+    if (!ident.matches("[A-Za-z_][A-Za-z0-9_$]{0,62}")) {
+      throw new IllegalArgumentException("identifier not allowed");
+    }
+    return "\"" + ident + "\"";
+  }
+}

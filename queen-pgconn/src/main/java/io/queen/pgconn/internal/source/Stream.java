@@ -1,0 +1,517 @@
+package io.queen.pgconn.internal.source;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.CommitResult;
+import io.queen.Kv;
+import io.queen.KvWriteResult;
+import io.queen.PushItem;
+import io.queen.Queen;
+import io.queen.Transaction;
+import io.queen.pgconn.internal.SourceSpec;
+import java.nio.ByteBuffer;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Types;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.postgresql.PGConnection;
+import org.postgresql.replication.LogSequenceNumber;
+import org.postgresql.replication.PGReplicationStream;
+
+/**
+ * The running stream of one owned source (cdc.md §2.2–2.4, rules R1–R6). Threading: the I/O thread owns the
+ * {@link PGReplicationStream} (reads, status updates, confirmations) and never waits for Queen; the committer
+ * thread turns decoded transactions into events and pushes them, each source transaction (or several small ones
+ * together, or a big one in pieces) as one Queen transaction that also moves the pointer with {@code expect} =
+ * the version this owner last wrote. Only after that commit does it publish the transaction's end LSN, which the
+ * I/O thread confirms (never backwards). Changes at or below the pointer (by commit LSN and ordinal) are dropped.
+ * A failure ends both threads; {@link #failure()} says why, and the owner starts a new stream.
+ */
+final class Stream {
+  /** Why a stream ended. */
+  record Failure(Kind kind, Throwable cause) {}
+
+  enum Kind {
+    /** The pointer moved under this owner (another owner, or a resync): stop, ownership is gone. */
+    POINTER_LOST,
+    /** Anything else: a connection lost, Queen unavailable; the owner starts again. */
+    BROKEN
+  }
+
+  /** One change as decoded, with its relation at that point of the stream. */
+  private record Change(PgMessage.Relation relation, PgMessage message) {}
+
+  /** Work for the committer, in stream order. */
+  private sealed interface Item {}
+
+  /** Changes of one source transaction from ordinal {@code first}; {@code last}: its commit came. */
+  private record Piece(long commitLsn, long endLsn, long xid, long commitMicros, int first, List<Change> changes,
+      boolean last, long bytes) implements Item {
+    boolean whole() {
+      return first == 0 && last;
+    }
+  }
+
+  private record Marker(PgMessage.LogicalMessage message) implements Item {}
+
+  private record TypeInfo(PgMessage.Type type) implements Item {}
+
+  private record Idle(long walEnd) implements Item {}
+
+  private final Source source;
+  private final SourceSpec spec;
+  private final Codec codec;
+  private final Queen queen;
+  private final ObjectMapper mapper;
+  private final Connection normal;
+  private final Connection replication;
+  private final SnapshotHook hook;
+  private final String pointerKey;
+  private final BlockingQueue<Item> queue = new ArrayBlockingQueue<>(16);
+  private final AtomicLong confirm = new AtomicLong();
+  private final AtomicReference<Failure> failure = new AtomicReference<>();
+  private volatile boolean stopping;
+  private volatile boolean committerIdle = true;
+  private volatile Pointer pointer;
+  private volatile long pointerVersion;
+  private PGReplicationStream stream;
+  private Thread io;
+  private Thread committer;
+  /** Relations as the stream sent them, to the same with their types resolved and their row key flagged. */
+  private final Map<PgMessage.Relation, PgMessage.Relation> keyed = new IdentityHashMap<>();
+
+  Stream(Source source, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
+      Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion) {
+    this.source = source;
+    this.spec = spec;
+    this.codec = codec;
+    this.queen = queen;
+    this.mapper = mapper;
+    this.normal = normal;
+    this.replication = replication;
+    this.hook = hook;
+    this.pointer = pointer;
+    this.pointerVersion = pointerVersion;
+    this.pointerKey = Lease.pointerKey(spec.name());
+    this.confirm.set(pointer.flush());
+  }
+
+  /** Starts replication at the pointer (throws what START_REPLICATION refused), then the two threads. */
+  void start(java.util.function.BiFunction<String, Runnable, Thread> threads) throws SQLException {
+    stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
+        .withSlotName("\"" + spec.slot() + "\"")
+        .withStartPosition(LogSequenceNumber.valueOf(pointer.lsn()))
+        .withSlotOption("proto_version", 1)
+        .withSlotOption("publication_names", "\"" + spec.publication() + "\"")
+        .withSlotOption("messages", true)
+        .withStatusInterval(5, TimeUnit.SECONDS)
+        .withAutomaticFlush(false)
+        .start();
+    LogSequenceNumber flushed = LogSequenceNumber.valueOf(pointer.flush());
+    stream.setFlushedLSN(flushed);
+    stream.setAppliedLSN(flushed);
+    stream.forceUpdateStatus();
+    io = threads.apply("io", this::readLoop);
+    committer = threads.apply("commit", this::commitLoop);
+    io.start();
+    committer.start();
+  }
+
+  Failure failure() {
+    return failure.get();
+  }
+
+  boolean alive() {
+    return failure.get() == null && !stopping;
+  }
+
+  Pointer pointer() {
+    return pointer;
+  }
+
+  long pointerVersion() {
+    return pointerVersion;
+  }
+
+  /** Ends both threads soon, without waiting (the lease was lost). */
+  void abort() {
+    fail(Kind.BROKEN, null);
+  }
+
+  /** Stops both threads and closes the replication connection (the owner closes the normal one). */
+  void stop() {
+    stopping = true;
+    if (committer != null) {
+      committer.interrupt();
+    }
+    try {
+      if (io != null) {
+        io.join(10_000);
+      }
+      if (committer != null) {
+        committer.join(10_000);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    try {
+      replication.close();
+    } catch (SQLException | RuntimeException e) {
+      // the connection may be gone
+    }
+  }
+
+  private void fail(Kind kind, Throwable cause) {
+    failure.compareAndSet(null, new Failure(kind, cause));
+    stopping = true;
+  }
+
+  // ------------------------------------------------------------------------------ the I/O thread
+
+  private void readLoop() {
+    Map<Integer, PgMessage.Relation> relations = new java.util.HashMap<>();
+    PgMessage.Begin open = null;
+    List<Change> changes = new ArrayList<>();
+    int first = 0;
+    int ordinal = 0;
+    long bytes = 0;
+    long lastIdle = System.nanoTime();
+    try {
+      while (!stopping) {
+        applyConfirm();
+        ByteBuffer buf = stream.readPending();
+        if (buf == null) {
+          long now = System.nanoTime();
+          if (open == null && queue.isEmpty() && committerIdle && now - lastIdle > TimeUnit.SECONDS.toNanos(5)) {
+            lastIdle = now;
+            long w = stream.getLastReceiveLSN().asLong();
+            if (Long.compareUnsigned(w, confirm.get()) > 0) {
+              put(new Idle(w));
+            }
+          }
+          Thread.sleep(10);
+          continue;
+        }
+        PgMessage m = codec.decode(buf);
+        if (m instanceof PgMessage.Begin b) {
+          open = b;
+          changes = new ArrayList<>();
+          first = 0;
+          ordinal = 0;
+          bytes = 0;
+        } else if (m instanceof PgMessage.Relation r) {
+          relations.put(r.oid(), r);
+        } else if (m instanceof PgMessage.Type t) {
+          put(new TypeInfo(t));
+        } else if (m instanceof PgMessage.Insert || m instanceof PgMessage.Update || m instanceof PgMessage.Delete) {
+          int oid = m instanceof PgMessage.Insert i ? i.relationOid() : m instanceof PgMessage.Update u ? u.relationOid()
+              : ((PgMessage.Delete) m).relationOid();
+          changes.add(new Change(relations.get(oid), m));
+          ordinal++;
+          bytes += size(m);
+          if (open != null && (changes.size() >= spec.maxBundleMessages() || bytes >= spec.maxBundleBytes())) {
+            put(new Piece(open.finalLsn(), 0, open.xid(), open.commitTimeMicros(), first, changes, false, bytes));
+            first = ordinal;
+            changes = new ArrayList<>();
+            bytes = 0;
+          }
+        } else if (m instanceof PgMessage.Truncate) {
+          source.truncateSkipped();
+        } else if (m instanceof PgMessage.Commit c) {
+          if (open != null) {
+            put(new Piece(c.commitLsn(), c.endLsn(), open.xid(), c.commitTimeMicros(), first, changes, true, bytes));
+          }
+          open = null;
+          changes = new ArrayList<>();
+        } else if (m instanceof PgMessage.LogicalMessage lm && SnapshotHook.PREFIX.equals(lm.prefix())
+            && !lm.transactional()) {
+          put(new Marker(lm));
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (SQLException | RuntimeException e) {
+      if (!stopping) {
+        fail(Kind.BROKEN, e);
+      }
+    } finally {
+      stopping = true;
+      if (committer != null) {
+        committer.interrupt();
+      }
+    }
+  }
+
+  private static long size(PgMessage m) {
+    long n = 64;
+    for (PgMessage.Tuple t : tuples(m)) {
+      if (t != null) {
+        for (String s : t.texts()) {
+          n += s == null ? 4 : s.length() + 8;
+        }
+      }
+    }
+    return n;
+  }
+
+  private static List<PgMessage.Tuple> tuples(PgMessage m) {
+    if (m instanceof PgMessage.Insert i) {
+      return java.util.Arrays.asList(i.after());
+    }
+    if (m instanceof PgMessage.Update u) {
+      return java.util.Arrays.asList(u.before(), u.after());
+    }
+    return java.util.Arrays.asList(((PgMessage.Delete) m).before());
+  }
+
+  /** Hands an item to the committer; while the committer is busy, keeps the walsender answered. */
+  private void put(Item item) throws InterruptedException, SQLException {
+    while (!stopping) {
+      if (queue.offer(item, 500, TimeUnit.MILLISECONDS)) {
+        return;
+      }
+      applyConfirm();
+      stream.forceUpdateStatus();
+    }
+  }
+
+  /** R1/R2: confirm what the committer says Queen holds, never backwards. */
+  private void applyConfirm() throws SQLException {
+    long x = confirm.get();
+    if (Long.compareUnsigned(stream.getLastFlushedLSN().asLong(), x) < 0) {
+      LogSequenceNumber lsn = LogSequenceNumber.valueOf(x);
+      stream.setFlushedLSN(lsn);
+      stream.setAppliedLSN(lsn);
+      stream.forceUpdateStatus();
+    }
+  }
+
+  // ------------------------------------------------------------------------------ the committer thread
+
+  private void commitLoop() {
+    try {
+      while (!stopping) {
+        Item first = queue.poll(200, TimeUnit.MILLISECONDS);
+        if (first == null) {
+          committerIdle = true;
+          continue;
+        }
+        committerIdle = false;
+        if (first instanceof TypeInfo t) {
+          codec.learn(t.type());
+        } else if (first instanceof Idle i) {
+          if (queue.isEmpty()) {
+            idleAdvance(i.walEnd());
+          }
+        } else if (first instanceof Marker mk) {
+          marker(mk.message());
+        } else if (first instanceof Piece p) {
+          List<Piece> bundle = new ArrayList<>();
+          bundle.add(p);
+          int changes = p.changes().size();
+          long bytes = p.bytes();
+          while (p.whole()) {
+            Item next = queue.peek();
+            if (next instanceof TypeInfo t) {
+              codec.learn(t.type());
+              queue.poll();
+              continue;
+            }
+            if (!(next instanceof Piece q) || !q.whole() || changes + q.changes().size() > spec.maxBundleMessages()
+                || bytes + q.bytes() > spec.maxBundleBytes()) {
+              break;
+            }
+            queue.poll();
+            bundle.add(q);
+            changes += q.changes().size();
+            bytes += q.bytes();
+            p = q;
+          }
+          push(bundle);
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (SQLException | RuntimeException e) {
+      if (!stopping) {
+        fail(Kind.BROKEN, e);
+      }
+    } finally {
+      stopping = true;
+    }
+  }
+
+  private void push(List<Piece> bundle) throws SQLException {
+    Pointer p = pointer;
+    List<io.queen.pgconn.internal.source.SourceEvent> events = new ArrayList<>();
+    int transactions = 0;
+    Piece last = bundle.get(bundle.size() - 1);
+    for (Piece piece : bundle) {
+      if (piece.last()) {
+        transactions++;
+      }
+      for (int i = 0; i < piece.changes().size(); i++) {
+        int ordinal = piece.first() + i;
+        if (p.covers(piece.commitLsn(), ordinal)) {
+          continue; // R6: already in Queen
+        }
+        events(piece, piece.changes().get(i), ordinal, events);
+      }
+    }
+    long flush = last.last() ? last.endLsn() : p.flush();
+    Pointer next = new Pointer(last.commitLsn(), last.first() + last.changes().size(), last.last(), flush, p.epoch(),
+        hook == null ? p.snapshot() : hook.progress(), false);
+    if (Long.compareUnsigned(last.commitLsn(), p.lsn()) < 0
+        || (last.commitLsn() == p.lsn() && p.complete())) {
+      return; // the whole bundle was in Queen already (a restart re-reads from the pointer)
+    }
+    commit(events, next, transactions, last.commitMicros());
+  }
+
+  private void events(Piece piece, Change ch, int ordinal, List<SourceEvent> out) throws SQLException {
+    PgMessage.Relation raw = ch.relation();
+    if (raw == null) {
+      throw new IllegalStateException("a change arrived before its relation");
+    }
+    PgMessage.Relation rel = raw;
+    SourceSpec.Table table = spec.table(rel.schema(), rel.name());
+    if (table == null) {
+      return; // published by a shared publication, not a source table
+    }
+    rel = keyed.get(raw);
+    if (rel == null) {
+      rel = codec.resolve(normal, raw);
+      keyed.put(raw, rel);
+    }
+    String epoch = pointer.epoch();
+    long lsn = piece.commitLsn();
+    if (ch.message() instanceof PgMessage.Insert i) {
+      emit(out, table, rel, i.after(), "c", null, i.after(), piece, ordinal, codec.changeId(epoch, lsn, ordinal));
+    } else if (ch.message() instanceof PgMessage.Delete d) {
+      emit(out, table, rel, d.before(), "d", d.before(), null, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
+    } else if (ch.message() instanceof PgMessage.Update u) {
+      String newPartition = codec.partition(rel, u.after(), table);
+      String oldPartition = u.before() == null ? newPartition : codec.partition(rel, u.before(), table);
+      if (!oldPartition.equals(newPartition)) {
+        emit(out, table, rel, u.before(), "d", u.before(), null, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
+        PgMessage.Tuple full = readBack(rel, table, u.after());
+        emit(out, table, rel, full, "c", null, full, piece, ordinal, codec.changeSecondId(epoch, lsn, ordinal));
+      } else {
+        emit(out, table, rel, u.after(), "u", u.before(), u.after(), piece, ordinal, codec.changeId(epoch, lsn, ordinal));
+      }
+    }
+  }
+
+  private void emit(List<SourceEvent> out, SourceSpec.Table table, PgMessage.Relation rel, PgMessage.Tuple row,
+      String op, PgMessage.Tuple before, PgMessage.Tuple after, Piece piece, int ordinal, String id) {
+    ObjectNode payload = codec.event(op, rel, before, after, piece.commitLsn(), piece.xid(), piece.commitMicros(),
+        ordinal);
+    SourceEvent e = new SourceEvent(table.queue(), codec.partition(rel, row, table), id, payload);
+    if (hook != null) {
+      hook.onChange(rel, row, piece.xid(), e);
+    }
+    out.add(e);
+  }
+
+  /**
+   * A key change's new row with its unchanged TOASTed values read back from the table (they are not in the WAL).
+   * The value read can be newer than the change; the next event corrects it (the seed says so).
+   */
+  private PgMessage.Tuple readBack(PgMessage.Relation rel, SourceSpec.Table table, PgMessage.Tuple after)
+      throws SQLException {
+    List<Integer> missing = new ArrayList<>();
+    for (int i = 0; i < after.size(); i++) {
+      if (after.kinds()[i] == 'u') {
+        missing.add(i);
+      }
+    }
+    if (missing.isEmpty()) {
+      return after;
+    }
+    StringBuilder sql = new StringBuilder("select ");
+    for (int j = 0; j < missing.size(); j++) {
+      sql.append(j == 0 ? "" : ", ").append(SourceSetup.quote(rel.columns().get(missing.get(j)).name())).append("::text");
+    }
+    sql.append(" from ").append(table.sql()).append(" where ");
+    List<String> keys = new ArrayList<>();
+    for (int i = 0; i < rel.columns().size(); i++) {
+      if (rel.columns().get(i).key()) {
+        sql.append(keys.isEmpty() ? "" : " and ").append(SourceSetup.quote(rel.columns().get(i).name())).append(" = ?");
+        keys.add(after.texts()[i]);
+      }
+    }
+    char[] kinds = after.kinds().clone();
+    String[] texts = after.texts().clone();
+    try (PreparedStatement st = normal.prepareStatement(sql.toString())) {
+      for (int k = 0; k < keys.size(); k++) {
+        st.setObject(k + 1, keys.get(k), Types.OTHER);
+      }
+      try (ResultSet rs = st.executeQuery()) {
+        if (rs.next()) {
+          for (int j = 0; j < missing.size(); j++) {
+            String v = rs.getString(j + 1);
+            kinds[missing.get(j)] = v == null ? 'n' : 't';
+            texts[missing.get(j)] = v;
+          }
+        }
+      }
+    }
+    return new PgMessage.Tuple(kinds, texts);
+  }
+
+  private void marker(PgMessage.LogicalMessage m) {
+    Pointer p = pointer;
+    if (hook == null || p.covers(m.lsn())) {
+      return;
+    }
+    List<SourceEvent> events = hook.onMarker(m);
+    long flush = Long.compareUnsigned(m.lsn(), p.flush()) > 0 ? m.lsn() : p.flush();
+    Pointer next = new Pointer(m.lsn(), 0, true, flush, p.epoch(), hook.progress(), false);
+    commit(events, next, 0, 0);
+    source.snapshotRows(events.size());
+  }
+
+  /** R4: nothing in flight; the pointer moves to the WAL end first, then the slot is confirmed there. */
+  private void idleAdvance(long walEnd) {
+    Pointer p = pointer;
+    if (Long.compareUnsigned(walEnd, p.flush()) <= 0 || Long.compareUnsigned(walEnd, p.lsn()) <= 0) {
+      return;
+    }
+    Pointer next = new Pointer(walEnd, 0, true, walEnd, p.epoch(), hook == null ? p.snapshot() : hook.progress(),
+        false);
+    commit(List.of(), next, 0, 0);
+  }
+
+  /** One Queen transaction: the events and the pointer ({@code expect}), then the confirmation. */
+  private void commit(List<SourceEvent> events, Pointer next, int transactions, long commitMicros) {
+    Transaction tx = queen.transaction();
+    for (SourceEvent e : events) {
+      tx.push(PushItem.to(e.queue(), e.partition(), e.payload()).transactionId(e.transactionId()));
+    }
+    tx.put(Lease.NAMESPACE, pointerKey, next.json(mapper, codec), Kv.forever().expect(pointerVersion).required());
+    CommitResult r = tx.commit();
+    if (!r.success()) {
+      fail(Kind.POINTER_LOST, null);
+      throw new IllegalStateException("pointer moved");
+    }
+    KvWriteResult w = r.writes().get(r.writes().size() - 1);
+    pointerVersion = w.version();
+    pointer = next;
+    if (next.complete()) {
+      confirm.accumulateAndGet(next.flush(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
+    }
+    source.committed(events.size(), transactions, next, commitMicros);
+  }
+}

@@ -1,0 +1,128 @@
+package io.queen.pgconn.internal.source;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.queen.Queen;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.internal.ErrorCode;
+import io.queen.pgconn.internal.SourceSpec;
+import io.queen.testkit.QueenPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The source's setup checks, publication and slot handling, and its lease, on a real PostgreSQL 17. */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class SourceSetupTest {
+
+  static SourceSpec spec(String name, String publication, boolean manage, String... tables) {
+    List<SourceSpec.Table> ts = new java.util.ArrayList<>();
+    for (String t : tables) {
+      ts.add(new SourceSpec.Table("public", t, t, List.of(), false));
+    }
+    return new SourceSpec(name, true, null, ts, publication, manage, 1000, 4 << 20, 2000, "never", false);
+  }
+
+  static void sql(Connection c, String s) throws Exception {
+    try (Statement st = c.createStatement()) {
+      st.execute(s);
+    }
+  }
+
+  static boolean publicationExists(Connection c, String name) throws Exception {
+    try (Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select count(*) from pg_publication where pubname = '" + name + "'")) {
+      rs.next();
+      return rs.getInt(1) == 1;
+    }
+  }
+
+  @Test
+  void aTableWithoutAKeyIsRefusedBeforeThePublicationIsTouched(DataSource ds) throws Exception {
+    try (Connection c = ds.getConnection()) {
+      sql(c, "create table nokey (a int, b text)");
+      SourceSpec s = spec("nokey-src", "queen_nokey_src", true, "nokey");
+      assertThatThrownBy(() -> SourceSetup.check(c, s)).isInstanceOfSatisfying(SourceSetup.Failed.class,
+          f -> assertThat(f.code).isEqualTo(ErrorCode.SOURCE_NO_KEY));
+      assertThat(publicationExists(c, "queen_nokey_src")).isFalse();
+      assertThatThrownBy(() -> SourceSetup.check(c, spec("x", "p", true, "missing_table")))
+          .isInstanceOfSatisfying(SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.SOURCE_TABLE_MISSING));
+      sql(c, "create table ri (a int not null, b text)");
+      sql(c, "create unique index ri_a on ri (a)");
+      assertThatThrownBy(() -> SourceSetup.check(c, spec("ri", "p", true, "ri")))
+          .isInstanceOfSatisfying(SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.SOURCE_NO_KEY));
+      sql(c, "alter table ri replica identity using index ri_a");
+      SourceSetup.check(c, spec("ri", "p", true, "ri")); // a unique index as replica identity is a key
+    }
+  }
+
+  @Test
+  void aManagedPublicationIsCreatedAndAFilteredOneRefused(DataSource ds) throws Exception {
+    try (Connection c = ds.getConnection()) {
+      sql(c, "create table orders (id bigint primary key, status text)");
+      sql(c, "create table items (id bigint primary key, qty int)");
+      SourceSpec s = spec("orders-src", "queen_orders_src", true, "orders");
+      SourceSetup.check(c, s);
+      SourceSetup.publication(c, s);
+      assertThat(publicationExists(c, "queen_orders_src")).isTrue();
+      SourceSetup.publication(c, spec("orders-src", "queen_orders_src", true, "orders", "items")); // adds items
+      SourceSetup.publication(c, spec("o2", "queen_orders_src", false, "orders", "items"));
+      assertThatThrownBy(() -> SourceSetup.publication(c, spec("o3", "absent_pub", false, "orders")))
+          .isInstanceOfSatisfying(SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.PUBLICATION_MISSING));
+      sql(c, "create publication filtered for table orders where (status <> 'x')");
+      assertThatThrownBy(() -> SourceSetup.publication(c, spec("o4", "filtered", false, "orders")))
+          .isInstanceOfSatisfying(SourceSetup.Failed.class,
+              f -> assertThat(f.code).isEqualTo(ErrorCode.PUBLICATION_FILTERED));
+      sql(c, "create publication columns for table orders (id)");
+      assertThatThrownBy(() -> SourceSetup.publication(c, spec("o5", "columns", false, "orders")))
+          .isInstanceOfSatisfying(SourceSetup.Failed.class,
+              f -> assertThat(f.code).isEqualTo(ErrorCode.PUBLICATION_FILTERED));
+    }
+  }
+
+  @Test
+  void theSlotIsCreatedReadAndDropped(DataSource ds) throws Exception {
+    try (Connection c = ds.getConnection()) {
+      assertThat(SourceSetup.slot(c, "queen_setup_slot").exists()).isFalse();
+      try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+          "select lsn::text from pg_create_logical_replication_slot('queen_setup_slot', 'pgoutput')")) {
+        rs.next();
+      }
+      SourceSetup.Slot slot = SourceSetup.slot(c, "queen_setup_slot");
+      assertThat(slot.exists()).isTrue();
+      assertThat(slot.invalidated()).isFalse();
+      assertThat(slot.plugin()).isEqualTo("pgoutput");
+      assertThat(slot.confirmedFlushLsn()).matches("[0-9A-F]+/[0-9A-F]+");
+      assertThat(SourceSetup.dropSlot(c, "queen_setup_slot")).isTrue();
+      assertThat(SourceSetup.slot(c, "queen_setup_slot").exists()).isFalse();
+    }
+  }
+
+  @Test
+  void theLeaseHasOneHolderRunsOutWhenAbandonedAndIsGivenBackAtOnce(DataSource ds) throws Exception {
+    try (Queen a = EmbeddedQueen.builder().dataSource(ds).runConnectors(false).start();
+        Queen b = EmbeddedQueen.builder().dataSource(ds).runConnectors(false).start()) {
+      Lease la = new Lease(a, "lease-src", "node-a", Duration.ofSeconds(1));
+      Lease lb = new Lease(b, "lease-src", "node-b", Duration.ofSeconds(1));
+      assertThat(la.acquire()).isTrue();
+      assertThat(lb.acquire()).isFalse();
+      assertThat(la.renew()).isTrue();
+      assertThat(Lease.read(b, "lease-src").value().path("node").asText()).isEqualTo("node-a");
+      la.abandon(); // a crash: neither renewed nor given back
+      Thread.sleep(1_200);
+      assertThat(lb.acquire()).isTrue();
+      assertThat(new Lease(a, "lease-src", "node-a", Duration.ofSeconds(1)).renew()).isFalse();
+      lb.release(); // given back at once
+      assertThat(la.acquire()).isTrue();
+      la.release();
+    }
+  }
+}
