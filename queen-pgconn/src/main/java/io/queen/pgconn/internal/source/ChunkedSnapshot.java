@@ -27,6 +27,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Function;
 import java.util.function.LongConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -127,9 +128,15 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     SourceEvent read(Table table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn, long tsMicros,
         long position, int seq);
 
-    /** A fill: an ordinary {@code u} with the 'u' columns in {@code unchanged}, id {@code ...:f<seq>}. */
-    SourceEvent fill(Table table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn, long tsMicros,
-        long position, int seq);
+    /**
+     * A fill: an ordinary {@code u} of {@code fill} (the 'u' columns in {@code unchanged}), id {@code ...:f<seq>};
+     * {@code row} is the chunk's whole row, for the partition.
+     */
+    SourceEvent fill(Table table, PgMessage.Relation shape, PgMessage.Tuple row, PgMessage.Tuple fill, long lsn,
+        long tsMicros, long position, int seq);
+
+    /** On the chunk thread, before the chunk's rows are read: e.g. resolve the shape's non-built-in types. */
+    default void prepare(Connection c, PgMessage.Relation shape) throws SQLException {}
   }
 
   /** The chunk's view of other transactions: {@code pg_current_snapshot()} as xid8 values. */
@@ -212,7 +219,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   private final SessionSettings settings;
   private final Events events;
   private final LongConsumer rowsCounter;
-  private final String threadName;
+  private final Function<Runnable, Thread> threads;
   private final String nonce;
 
   private final ReentrantLock lock = new ReentrantLock();
@@ -248,10 +255,10 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
    * @param settings the walsender's output settings for that connection ({@code Values.apply})
    * @param events builds the events (the same rules as the stream's)
    * @param rowsCounter told how many {@code r} rows each chunk emitted ({@code queen_pg_source_snapshot_rows_total})
-   * @param threadName the chunk thread's name, e.g. {@code queen-<node>-src-<connector>-snapshot}
+   * @param threads makes the chunk thread (named after the source, e.g. {@code pg-<connector>-snapshot})
    */
   public ChunkedSnapshot(List<Table> tables, int chunkRows, Connector connector, SessionSettings settings,
-      Events events, LongConsumer rowsCounter, String threadName) {
+      Events events, LongConsumer rowsCounter, Function<Runnable, Thread> threads) {
     this.tables = List.copyOf(Objects.requireNonNull(tables, "tables"));
     if (chunkRows < 1) {
       throw new IllegalArgumentException("snapshotChunkRows must be at least 1, was " + chunkRows);
@@ -261,7 +268,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     this.settings = Objects.requireNonNull(settings, "settings");
     this.events = Objects.requireNonNull(events, "events");
     this.rowsCounter = Objects.requireNonNull(rowsCounter, "rowsCounter");
-    this.threadName = Objects.requireNonNull(threadName, "threadName");
+    this.threads = Objects.requireNonNull(threads, "threads");
     for (int i = 0; i < this.tables.size(); i++) {
       if (tableIndex.putIfAbsent(this.tables.get(i).qualifiedName(), i) != null) {
         throw new IllegalArgumentException("table listed twice: " + this.tables.get(i).qualifiedName());
@@ -271,6 +278,20 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     new SecureRandom().nextBytes(b);
     this.nonce = HexFormat.of().formatHex(b);
     restore(null);
+  }
+
+  /**
+   * The snapshot of a source: its tables in document order, {@code snapshotChunkRows}, events with the source's
+   * epoch, rows counted into {@code queen_pg_source_snapshot_rows_total}.
+   */
+  static ChunkedSnapshot forSource(io.queen.pgconn.internal.SourceSpec spec, String epoch, Connector normal,
+      LongConsumer rows, Function<Runnable, Thread> threads) {
+    List<Table> tables = new ArrayList<>();
+    for (io.queen.pgconn.internal.SourceSpec.Table t : spec.tables()) {
+      tables.add(new Table(t.schema(), t.table(), t.queue(), t.partitionBy(), t.single()));
+    }
+    return new ChunkedSnapshot(tables, spec.snapshotChunkRows(), normal, Values::apply, new SnapshotEvents(epoch),
+        rows, threads);
   }
 
   // ---------------------------------------------------------------- the hook (stream side)
@@ -473,8 +494,8 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
           texts[c] = row.texts()[c];
         }
       }
-      out.add(events.fill(t, chunk.shape().relation(), new PgMessage.Tuple(kinds, texts), hwLsn, chunk.readMicros(),
-          hwLsn, seq++));
+      out.add(events.fill(t, chunk.shape().relation(), row, new PgMessage.Tuple(kinds, texts), hwLsn,
+          chunk.readMicros(), hwLsn, seq++));
     }
     // progress past this chunk
     boolean tableDone = chunk.rows().size() < chunkRows;
@@ -508,12 +529,12 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   // ---------------------------------------------------------------- the chunk thread
 
   /** Starts the chunk thread (once; after {@link #restore}). Returns at once; nothing to do when {@link #done()}. */
+  @Override
   public void start() {
     if (closed.get() || !started.compareAndSet(false, true)) {
       return;
     }
-    Thread th = new Thread(this::run, threadName);
-    th.setDaemon(true);
+    Thread th = threads.apply(this::run);
     thread = th;
     th.start();
   }
@@ -539,7 +560,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
         Thread.currentThread().interrupt();
       }
       if (th.isAlive()) {
-        LOG.warn("snapshot thread {} still running {} ms after close", threadName, CLOSE_WAIT_MS);
+        LOG.warn("snapshot thread {} still running {} ms after close", th.getName(), CLOSE_WAIT_MS);
       }
     }
   }
@@ -773,6 +794,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
         readMicros = rs.getLong(4);
       }
       Shape shape = shape(c, t);
+      events.prepare(c, shape.relation());
       int n = shape.relation().columns().size();
       // columns qualified: an output column named like a key column must not capture ORDER BY (it is text)
       StringBuilder sql = new StringBuilder("SELECT src.");

@@ -43,4 +43,10 @@ public interface SnapshotHook {
 
   /** Whether every table has been copied (the phase is {@code streaming}, not {@code snapshot}). */
   boolean done();
+
+  /** After {@link #restore} and once the stream runs: starts the snapshot's own work (its chunk thread). */
+  default void start() {}
+
+  /** When the stream stops: stops that work. Idempotent. */
+  default void close() {}
 }

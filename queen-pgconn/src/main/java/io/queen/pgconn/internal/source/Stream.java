@@ -421,6 +421,9 @@ final class Stream {
     SourceEvent e = new SourceEvent(table.queue(), codec.partition(rel, row, table), id, payload);
     if (hook != null) {
       hook.onChange(rel, row, piece.xid(), e);
+      if ("u".equals(op) && before != null) {
+        hook.onChange(rel, before, piece.xid(), e); // a key change within one partition: the old key too
+      }
     }
     out.add(e);
   }
@@ -479,8 +482,7 @@ final class Stream {
     List<SourceEvent> events = hook.onMarker(m);
     long flush = Long.compareUnsigned(m.lsn(), p.flush()) > 0 ? m.lsn() : p.flush();
     Pointer next = new Pointer(m.lsn(), 0, true, flush, p.epoch(), hook.progress(), false);
-    commit(events, next, 0, 0);
-    source.snapshotRows(events.size());
+    commit(events, next, 0, 0); // the hook counts its rows (fills are not rows)
   }
 
   /** R4: nothing in flight; the pointer moves to the WAL end first, then the slot is confirmed there. */

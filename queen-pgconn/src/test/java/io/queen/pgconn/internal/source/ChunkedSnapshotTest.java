@@ -72,7 +72,8 @@ class ChunkedSnapshotTest {
 
   ChunkedSnapshot snapshot(ChunkedSnapshot.Table t, int chunkRows) {
     ChunkedSnapshot s = new ChunkedSnapshot(List.of(t), chunkRows, db::connection, SnapshotDriver::utc,
-        new SnapshotDriver.TestEvents(), rowsCounted::addAndGet, "queen-test-snapshot");
+        new SnapshotDriver.TestEvents(), rowsCounted::addAndGet,
+        r -> new Thread(r, "queen-test-snapshot"));
     toClose.add(s);
     return s;
   }

@@ -31,9 +31,9 @@ final class SnapshotDriver implements AutoCloseable {
     }
 
     @Override
-    public SourceEvent fill(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn,
-        long tsMicros, long position, int seq) {
-      return event("u", table, shape, row, lsn, tsMicros, seq, "pg:test:s:" + PgLsn.hex16(position) + ":f" + seq);
+    public SourceEvent fill(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row,
+        PgMessage.Tuple fill, long lsn, long tsMicros, long position, int seq) {
+      return event("u", table, shape, fill, lsn, tsMicros, seq, "pg:test:s:" + PgLsn.hex16(position) + ":f" + seq);
     }
   }
 
