@@ -583,9 +583,9 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
         if (closed.get()) {
           break;
         }
-        String state = e instanceof SQLException s ? s.getSQLState() : null;
-        LOG.warn("snapshot chunk failed ({}, SQLSTATE {}); retrying in {} ms", e.getClass().getSimpleName(), state,
-            backoff);
+        // a server error's text can quote values: only its SQLSTATE; our own errors name the table and the fix
+        String why = e instanceof SQLException s ? "SQLSTATE " + s.getSQLState() : e.getMessage();
+        LOG.warn("snapshot chunk failed ({}: {}); retrying in {} ms", e.getClass().getSimpleName(), why, backoff);
         try {
           Thread.sleep(backoff);
         } catch (InterruptedException ie) {
