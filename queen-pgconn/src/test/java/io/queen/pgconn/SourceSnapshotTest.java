@@ -180,6 +180,55 @@ class SourceSnapshotTest {
     assertThat(status("parts-src").counters().get("snapshotRows")).isBetween(1L, 2000L);
   }
 
+  @Test
+  void anOwnerCrashedMidSnapshotIsTakenOverAndEveryRowArrivesExactlyOnce() throws Exception {
+    sql("CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)",
+        "INSERT INTO stock SELECT g, g % 17 FROM generate_series(1, 3000) g");
+    queen.close();
+    Queen a = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+        .sourceLeaseTtl(Duration.ofSeconds(1)).start();
+    Queen b = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+        .sourceLeaseTtl(Duration.ofSeconds(1)).start();
+    queen = b;
+    try {
+      a.connectors().put("stock-src", """
+          {"kind": "source", "source": {"tables": [{"table": "public.stock", "queue": "stock"}],
+           "snapshotChunkRows": 200}}""");
+      // the owner copies a few chunks, then dies without giving its lease back
+      await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(5)).until(() -> {
+        for (Queen q : List.of(a, b)) {
+          ConnectorStatus st = q.connectors().status("stock-src").orElse(null);
+          if (st != null && st.counters().getOrDefault("snapshotRows", 0L) >= 600) {
+            return true;
+          }
+        }
+        return false;
+      });
+      Queen owner = a.connectors().status("stock-src").orElseThrow().counters().getOrDefault("snapshotRows", 0L) > 0
+          ? a : b;
+      Queen other = owner == a ? b : a;
+      assertThat(io.queen.pgconn.internal.source.Source.halt(owner.nodeId(), "stock-src")).isTrue();
+      await().atMost(Duration.ofSeconds(60)).until(() -> {
+        ConnectorStatus st = other.connectors().status("stock-src").orElseThrow();
+        return st.phase().equals("streaming") && other.nodeId().equals(st.leaseNode());
+      });
+      long copiedFirst = owner.connectors().status("stock-src").orElseThrow().counters().get("snapshotRows");
+      long copiedSecond = other.connectors().status("stock-src").orElseThrow().counters().get("snapshotRows");
+      assertThat(copiedFirst + copiedSecond).isEqualTo(3000);
+      queen = other;
+      List<Message> all = read("stock", 3000);
+      Thread.sleep(500);
+      all.addAll(queen.queue("stock").group("reader").subscription(SubscriptionMode.ALL).autoAck(true).batch(100)
+          .partitions(100).pop());
+      assertThat(all).hasSize(3000);
+      assertThat(all).extracting(Message::partition).doesNotHaveDuplicates();
+      assertThat(all).extracting(m -> m.payload().get("op").asText()).containsOnly("r");
+      assertThat(all).extracting(Message::transactionId).doesNotHaveDuplicates();
+    } finally {
+      (queen == a ? b : a).close();
+    }
+  }
+
   List<String> rows(String q) throws Exception {
     List<String> out = new ArrayList<>();
     try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(q)) {

@@ -230,6 +230,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   private List<String> max;
   private boolean maxKnown;
   private boolean done;
+  private volatile boolean finished; // = done, read without the lock
   private Window window;
   private long windowCount;
   private final ArrayDeque<Touch> history = new ArrayDeque<>();
@@ -324,6 +325,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       if (table >= tables.size()) {
         done = true;
       }
+      finished = done;
       changed.signalAll();
     } finally {
       lock.unlock();
@@ -380,6 +382,9 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
 
   @Override
   public void onChange(PgMessage.Relation relation, PgMessage.Tuple keyTuple, long xid, SourceEvent event) {
+    if (finished) {
+      return; // the stream calls this for every change, long after the copy
+    }
     Integer i = tableIndex.get(relation.schema() + "." + relation.name());
     if (i == null) {
       return;
@@ -521,6 +526,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     maxKnown = false;
     if (table >= tables.size()) {
       done = true;
+      finished = true;
       history.clear();
     }
     changed.signalAll();
