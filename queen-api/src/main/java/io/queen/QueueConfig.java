@@ -18,14 +18,34 @@ import java.util.Objects;
  *     delivered together (default 0)
  * @param maxSize the most messages the queue may store; a push beyond it is refused (default 0 =
  *     unbounded)
+ * @param retention messages older than this are removed by the janitor once every consumer group's cursor
+ *     has passed them (default {@link Duration#ZERO} = keep forever); 1 s .. 3650 days
+ * @param completedRetention messages every group has passed are removed once they are this old, even when
+ *     younger than {@code retention} (default zero = off); shorter than {@code retention} when both are set
+ * @param allowDropPastCommitted when true, age wins: messages older than {@code retention} are removed
+ *     even when a group has not consumed them; those groups' losses are counted and shown (default
+ *     false); needs {@code retention}
+ * @param pendingAlertAfter a group whose oldest pending message is older than this is in alarm (logged
+ *     once at WARN, a gauge); strictly shorter than {@code retention} when that is set (default zero = no
+ *     alarm)
  */
 public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDelay, boolean deadLetter,
-    Duration delayedProcessing, Duration windowBuffer, long maxSize) {
+    Duration delayedProcessing, Duration windowBuffer, long maxSize, Duration retention, Duration completedRetention,
+    boolean allowDropPastCommitted, Duration pendingAlertAfter) {
 
   public static final Duration DEFAULT_LEASE_TIME = Duration.ofSeconds(30);
   public static final int DEFAULT_RETRY_LIMIT = 3;
   public static final QueueConfig DEFAULTS = new QueueConfig(DEFAULT_LEASE_TIME, DEFAULT_RETRY_LIMIT, Duration.ZERO,
       true, Duration.ZERO, Duration.ZERO, 0);
+  /** The longest {@code retention}, {@code completedRetention} or {@code pendingAlertAfter}: 3650 days. */
+  public static final Duration MAX_RETENTION = Duration.ofDays(3650);
+
+  /** A configuration without retention and without a lag alarm. */
+  public QueueConfig(Duration leaseTime, int retryLimit, Duration retryDelay, boolean deadLetter,
+      Duration delayedProcessing, Duration windowBuffer, long maxSize) {
+    this(leaseTime, retryLimit, retryDelay, deadLetter, delayedProcessing, windowBuffer, maxSize, Duration.ZERO,
+        Duration.ZERO, false, Duration.ZERO);
+  }
 
   public QueueConfig {
     positive("leaseTime", leaseTime, Duration.ofMillis(100), Duration.ofDays(1));
@@ -37,6 +57,29 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
     positive("windowBuffer", windowBuffer, Duration.ZERO, Duration.ofDays(1));
     if (maxSize < 0) {
       throw new IllegalArgumentException("maxSize must be >= 0 (0 = unbounded), was " + maxSize);
+    }
+    optional("retention", retention);
+    optional("completedRetention", completedRetention);
+    optional("pendingAlertAfter", pendingAlertAfter);
+    boolean kept = !retention.isZero();
+    if (kept && !completedRetention.isZero() && completedRetention.compareTo(retention) >= 0) {
+      throw new IllegalArgumentException("completedRetention must be shorter than retention (" + retention
+          + "), was " + completedRetention + ": messages older than retention go anyway once every group passed them");
+    }
+    if (allowDropPastCommitted && !kept) {
+      throw new IllegalArgumentException("allowDropPastCommitted needs retention (it lets retention remove what a"
+          + " group has not consumed); set retention or leave allowDropPastCommitted false");
+    }
+    if (kept && !pendingAlertAfter.isZero() && pendingAlertAfter.compareTo(retention) >= 0) {
+      throw new IllegalArgumentException("pendingAlertAfter must be shorter than retention (" + retention + "), was "
+          + pendingAlertAfter + ": the alarm has to fire while a lagging group's messages are still kept");
+    }
+  }
+
+  private static void optional(String field, Duration d) {
+    Objects.requireNonNull(d, field);
+    if (!d.isZero() && (d.compareTo(Duration.ofSeconds(1)) < 0 || d.compareTo(MAX_RETENTION) > 0)) {
+      throw new IllegalArgumentException(field + " must be 0 (off) or between PT1S and " + MAX_RETENTION + ", was " + d);
     }
   }
 
@@ -61,6 +104,10 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
     private Duration delayedProcessing;
     private Duration windowBuffer;
     private long maxSize;
+    private Duration retention;
+    private Duration completedRetention;
+    private boolean allowDropPastCommitted;
+    private Duration pendingAlertAfter;
 
     Builder(QueueConfig c) {
       leaseTime = c.leaseTime;
@@ -70,6 +117,10 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
       delayedProcessing = c.delayedProcessing;
       windowBuffer = c.windowBuffer;
       maxSize = c.maxSize;
+      retention = c.retention;
+      completedRetention = c.completedRetention;
+      allowDropPastCommitted = c.allowDropPastCommitted;
+      pendingAlertAfter = c.pendingAlertAfter;
     }
 
     public Builder leaseTime(Duration v) {
@@ -107,9 +158,34 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
       return this;
     }
 
+    /** Messages older than this may be removed once every group has passed them; zero keeps them forever. */
+    public Builder retention(Duration v) {
+      retention = v;
+      return this;
+    }
+
+    /** Messages every group has passed may be removed once this old; zero = off. */
+    public Builder completedRetention(Duration v) {
+      completedRetention = v;
+      return this;
+    }
+
+    /** Let retention remove messages a group has not consumed yet (counted as that group's loss). */
+    public Builder allowDropPastCommitted(boolean v) {
+      allowDropPastCommitted = v;
+      return this;
+    }
+
+    /** The lag alarm: a group's oldest pending message older than this; zero = no alarm. */
+    public Builder pendingAlertAfter(Duration v) {
+      pendingAlertAfter = v;
+      return this;
+    }
+
     /** Validates and returns the configuration. */
     public QueueConfig build() {
-      return new QueueConfig(leaseTime, retryLimit, retryDelay, deadLetter, delayedProcessing, windowBuffer, maxSize);
+      return new QueueConfig(leaseTime, retryLimit, retryDelay, deadLetter, delayedProcessing, windowBuffer, maxSize,
+          retention, completedRetention, allowDropPastCommitted, pendingAlertAfter);
     }
   }
 }

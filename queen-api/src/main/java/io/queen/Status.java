@@ -28,8 +28,52 @@ public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorSt
     return connectors.stream().filter(c -> c.name().equals(name)).findFirst().orElse(null);
   }
 
-  /** One queue. {@code messages} counts the stored messages. */
-  public record QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups) {}
+  /**
+   * One queue. {@code messages} counts the stored messages.
+   *
+   * @param retention what the retention janitor's last pass saw, or null when the queue has no retention or no
+   *     pass has looked at it yet
+   */
+  public record QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups,
+      RetentionStatus retention) {
+    public QueueStatus {
+      groups = List.copyOf(groups);
+    }
+
+    /** A queue without retention status. */
+    public QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups) {
+      this(name, config, partitions, messages, groups, null);
+    }
+
+    /** The group's entry, if it exists. */
+    public GroupStatus group(String name) {
+      return groups.stream().filter(g -> g.name().equals(name)).findFirst().orElse(null);
+    }
+  }
+
+  /**
+   * Retention of one queue as the janitor's last pass saw it (DESIGN.md §3 "Retention").
+   *
+   * @param oldestKeptAt creation time of the oldest message still stored (null when the queue is empty)
+   * @param oldestPartition its partition
+   * @param oldestOffset its offset
+   * @param heldBy the consumer group whose cursor keeps it although it is old enough to go (null when it is kept
+   *     because it is younger than the retention)
+   * @param checkedAt database time of that pass
+   */
+  public record RetentionStatus(Instant oldestKeptAt, String oldestPartition, Long oldestOffset, String heldBy,
+      Instant checkedAt) {}
+
+  /**
+   * Messages a group lost in one partition because retention removed them before the group consumed them
+   * ({@code allowDropPastCommitted}).
+   *
+   * @param partition the partition
+   * @param messages how many, over every drop in this partition
+   * @param upToOffset the highest offset lost in the latest drop: the group resumed after it
+   * @param at when the latest drop happened (database time)
+   */
+  public record Loss(String partition, long messages, long upToOffset, Instant at) {}
 
   /**
    * One consumer group of a queue.
@@ -38,8 +82,24 @@ public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorSt
    * @param pendingAge age of the oldest message the group has not consumed ({@link Duration#ZERO} when none)
    * @param leases partitions currently leased by consumers of this group
    * @param deadLetters dead-letter rows of this group
+   * @param pendingAlert whether {@code pendingAge} is past the queue's {@code pendingAlertAfter}
+   * @param lostMessages messages retention removed before this group consumed them, over all partitions
+   * @param losses where they were lost, the latest {@value #MAX_LOSSES} partitions first
    */
-  public record GroupStatus(String name, long lag, Duration pendingAge, long leases, long deadLetters) {}
+  public record GroupStatus(String name, long lag, Duration pendingAge, long leases, long deadLetters,
+      boolean pendingAlert, long lostMessages, List<Loss> losses) {
+    /** The most partitions {@link #losses()} lists. */
+    public static final int MAX_LOSSES = 100;
+
+    public GroupStatus {
+      losses = List.copyOf(losses);
+    }
+
+    /** A group without alarm and without losses. */
+    public GroupStatus(String name, long lag, Duration pendingAge, long leases, long deadLetters) {
+      this(name, lag, pendingAge, leases, deadLetters, false, 0, List.of());
+    }
+  }
 
   /** The queue's entry, if it exists. */
   public QueueStatus queue(String name) {

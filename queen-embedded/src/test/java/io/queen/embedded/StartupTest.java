@@ -70,7 +70,7 @@ class StartupTest {
       while (rs.next()) {
         config.put(rs.getString(1), rs.getString(2));
       }
-      for (String f : List.of("push", "refresh_pending", "kv_put", "kv_incr", "kv_delete", "kv_write_many", "bundle_kv_ack",
+      for (String f : List.of("push", "refresh_pending", "retention_step", "kv_put", "kv_incr", "kv_delete", "kv_write_many", "bundle_kv_ack",
           "shrink_lease")) {
         assertThat(config.get(f)).as(f).isEqualTo("enable_seqscan=off");
       }

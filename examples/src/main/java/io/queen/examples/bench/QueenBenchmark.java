@@ -89,12 +89,12 @@ public final class QueenBenchmark {
   static final int ONCE_DEPTH = (ONCE_WARMUP_ROUNDS + ONCE_ROUNDS + 1) * ONCE_ROUND / ONCE_PARTITIONS;
   static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key", "consume_pops", "consume_vs_raw", "consume_claim", "e2e_vs_raw_queue",
-      "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert");
+      "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact");
   /** Figures of more than about a minute each: run with --long, or by name with --only. */
   static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput");
   static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
       + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
-      + "held_xmin_throughput, sink_upsert";
+      + "held_xmin_throughput, sink_upsert, retention_push_impact";
   /** The figure names of issue 14 that --only accepts for the phase that prints them. */
   static final java.util.Map<String, String> ALIASES = java.util.Map.of("consume_pops_per_message", "consume_pops",
       "consume_empty_pop_share", "consume_pops", "consume_claim_p50_ms", "consume_claim", "consume_claim_p99_ms",
@@ -323,6 +323,7 @@ public final class QueenBenchmark {
             case "dead_tuples_held_xmin" -> engine.deadTuplesHeldXmin();
             case "held_xmin_throughput" -> engine.heldXminThroughput();
             case "sink_upsert" -> new SinkBench(this).sinkUpsert();
+            case "retention_push_impact" -> retentionPushImpact();
             default -> throw new IllegalStateException(name);
           }
         } catch (Exception e) {
@@ -387,6 +388,87 @@ public final class QueenBenchmark {
     truncateRaw();
 
     throughput("push_batch100", queenR, rawR, 0.60, "raw: one INSERT ... VALUES x100 per commit");
+  }
+
+  /**
+   * push_batch100 while the retention janitor deletes a large backlog of another queue, against push_batch100 without it,
+   * in the same run (issue 12 section 1; target 0.9). The backlog (400,000 messages times --scale over 100 partitions, all
+   * past retention and with no group holding them) is written by SQL before both windows; retention is switched on for
+   * its queue only after the first window, and a thread then calls {@code runRetentionNow()} in a loop through the second.
+   */
+  private void retentionPushImpact() throws Exception {
+    int backlog = (int) Math.max(20_000, 400_000 * options.scale());
+    String old = queueName("retention-backlog");
+    queen.queue(old).configure(c -> c);
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("insert into queen.partitions(queue_id, name, next_offset) select q.id, 'b' || g, " + backlog / 100
+          + " from queen.queues q, generate_series(1, 100) g where q.name = '" + old + "'");
+      st.execute("insert into queen.messages(partition_id, \"offset\", id, payload, created_at)"
+          + " select p.id, o, gen_random_uuid(), '{\"order_id\": \"order-101\", \"amount\": 1250}'::jsonb,"
+          + " now() - interval '2 days' from queen.partitions p join queen.queues q on q.id = p.queue_id,"
+          + " generate_series(0, " + (backlog / 100 - 1) + ") o where q.name = '" + old + "'");
+    }
+    say(String.format(Locale.ROOT, "  backlog: %,d messages over 100 partitions, 2 days old", backlog));
+    String q = queueName("retention-push");
+    prime(queen.queue(q), partitionNames);
+    ThroughputRunner.WorkerFactory pusher = i -> {
+      QueueClient queue = queen.queue(q);
+      SplittableRandom random = new SplittableRandom(9000 + i);
+      return () -> {
+        int[] parts = pickDistinct(random, PARTITIONS, PARTITIONS_PER_BATCH);
+        List<PushItem> items = new ArrayList<>(BATCH);
+        for (int k = 0; k < BATCH; k++) {
+          items.add(PushItem.of(partitionNames[parts[k / (BATCH / PARTITIONS_PER_BATCH)]], Json.of(payloads.get(random.nextInt()))));
+        }
+        queue.push(items);
+        return BATCH;
+      };
+    };
+    settle();
+    Result without = measure("retention-push-without", THREADS, pusher, Window.timed(options.warmup(), options.window()));
+    progress("push_batch100, no janitor work", without);
+
+    settle();
+    queen.queue(old).configure(c -> c.retention(Duration.ofDays(1)));
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread janitor = new Thread(() -> {
+      while (!stop.get()) {
+        // the node's own janitor may run a pass meanwhile (it then does the deleting and this call waits for it)
+        io.queen.RetentionRun run = queen.runRetentionNow();
+        if (run.ran() && run.removed() == 0 && remaining(old) == 0) {
+          break; // the backlog is gone
+        }
+      }
+    }, "bench-retention");
+    long t0 = System.nanoTime();
+    janitor.start();
+    Result with = measure("retention-push-with", THREADS, pusher, Window.timed(options.warmup(), options.window()));
+    long during = backlog - remaining(old);
+    double seconds = (System.nanoTime() - t0) / 1e9;
+    stop.set(true);
+    janitor.join();
+    progress("push_batch100, janitor deleting", with);
+    say(String.format(Locale.ROOT, "  janitor removed %,d messages during warm-up and window (%.0f/s)%s", during,
+        during / seconds, during >= backlog ? "; the backlog ran out before the window ended" : ""));
+    double ratio = with.perSecond() / without.perSecond();
+    rows.add(new Row("retention_push_impact", num(with.perSecond(), 0), num(without.perSecond(), 0), "msgs/s", num(ratio, 3),
+        ">= 0.90", verdict(ratio >= 0.9), "baseline: the same pushes without the janitor deleting"));
+    lines.add("RATIO retention_push_impact " + num(ratio, 3));
+    lines.add(figure("retention_removed_per_s", during / seconds, "msgs/s"));
+    deleteQueue(q);
+    deleteQueue(old);
+  }
+
+  /** Messages still stored in queue {@code q}. */
+  private long remaining(String q) {
+    try (Connection c = db.connection(); Statement st = c.createStatement();
+        java.sql.ResultSet rs = st.executeQuery("select coalesce(sum(p.next_offset - p.first_offset), 0) from"
+            + " queen.partitions p join queen.queues q on q.id = p.queue_id where q.name = '" + q + "'")) {
+      rs.next();
+      return rs.getLong(1);
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   /** Queen: one message per push to a random partition of 1,000. Raw: one single-row INSERT per commit. */

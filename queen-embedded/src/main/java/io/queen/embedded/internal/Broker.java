@@ -634,7 +634,7 @@ public final class Broker {
    */
   public List<AckResult> ack(List<AckRequest> acks) {
     List<AckResult> res = Sql.idempotent(ds, "ack", true, c -> ack(c, acks));
-    if (metrics != Metrics.NOOP) {
+    if (metrics.enabled()) {
       for (int i = 0; i < res.size(); i++) {
         Message m = acks.get(i).message();
         metrics.acked(m.queue(), m.consumerGroup(), List.of(res.get(i)));
@@ -816,7 +816,8 @@ public final class Broker {
   public QueueConfig config(String queue) {
     return Sql.autoCommit(ds, "config", c -> {
       try (PreparedStatement st = c.prepareStatement("select lease_time_ms, retry_limit, retry_delay_ms, dead_letter,"
-          + " delayed_processing_ms, window_buffer_ms, max_size from " + schema + ".queues where name = ?")) {
+          + " delayed_processing_ms, window_buffer_ms, max_size, retention_ms, completed_retention_ms,"
+          + " allow_drop_past_committed, pending_alert_after_ms from " + schema + ".queues where name = ?")) {
         st.setString(1, queue);
         try (ResultSet rs = st.executeQuery()) {
           if (!rs.next()) {
@@ -831,18 +832,23 @@ public final class Broker {
   static QueueConfig readConfig(ResultSet rs, int col) throws SQLException {
     return new QueueConfig(Duration.ofMillis(rs.getLong(col)), rs.getInt(col + 1), Duration.ofMillis(rs.getLong(col + 2)),
         rs.getBoolean(col + 3), Duration.ofMillis(rs.getLong(col + 4)), Duration.ofMillis(rs.getLong(col + 5)),
-        rs.getLong(col + 6));
+        rs.getLong(col + 6), Duration.ofMillis(rs.getLong(col + 7)), Duration.ofMillis(rs.getLong(col + 8)),
+        rs.getBoolean(col + 9), Duration.ofMillis(rs.getLong(col + 10)));
   }
 
   /** Creates the queue if needed and stores the configuration. */
   public void configure(String queue, QueueConfig cfg) {
     Sql.inTransaction(ds, "configure", c -> {
       try (PreparedStatement st = c.prepareStatement("insert into " + schema + ".queues as q (name, lease_time_ms,"
-          + " retry_limit, retry_delay_ms, dead_letter, delayed_processing_ms, window_buffer_ms, max_size)"
-          + " values (?, ?, ?, ?, ?, ?, ?, ?) on conflict (name) do update set lease_time_ms = excluded.lease_time_ms,"
+          + " retry_limit, retry_delay_ms, dead_letter, delayed_processing_ms, window_buffer_ms, max_size, retention_ms,"
+          + " completed_retention_ms, allow_drop_past_committed, pending_alert_after_ms)"
+          + " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (name) do update set lease_time_ms = excluded.lease_time_ms,"
           + " retry_limit = excluded.retry_limit, retry_delay_ms = excluded.retry_delay_ms,"
           + " dead_letter = excluded.dead_letter, delayed_processing_ms = excluded.delayed_processing_ms,"
-          + " window_buffer_ms = excluded.window_buffer_ms, max_size = excluded.max_size")) {
+          + " window_buffer_ms = excluded.window_buffer_ms, max_size = excluded.max_size,"
+          + " retention_ms = excluded.retention_ms, completed_retention_ms = excluded.completed_retention_ms,"
+          + " allow_drop_past_committed = excluded.allow_drop_past_committed,"
+          + " pending_alert_after_ms = excluded.pending_alert_after_ms")) {
         st.setString(1, queue);
         st.setLong(2, cfg.leaseTime().toMillis());
         st.setInt(3, cfg.retryLimit());
@@ -851,6 +857,10 @@ public final class Broker {
         st.setLong(6, cfg.delayedProcessing().toMillis());
         st.setLong(7, cfg.windowBuffer().toMillis());
         st.setLong(8, cfg.maxSize());
+        st.setLong(9, cfg.retention().toMillis());
+        st.setLong(10, cfg.completedRetention().toMillis());
+        st.setBoolean(11, cfg.allowDropPastCommitted());
+        st.setLong(12, cfg.pendingAlertAfter().toMillis());
         st.executeUpdate();
       }
       return null;

@@ -11,7 +11,17 @@ import java.util.List;
  * loaded only then). Tags are low-cardinality: queue, group — never partition or message id.
  */
 public interface Metrics {
-  Metrics NOOP = new Metrics() {};
+  Metrics NOOP = new Metrics() {
+    @Override
+    public boolean enabled() {
+      return false;
+    }
+  };
+
+  /** False when nothing is reported (callers skip work that only feeds the metrics). */
+  default boolean enabled() {
+    return true;
+  }
 
   default void pushed(List<PushResult> results) {}
 
@@ -39,6 +49,21 @@ public interface Metrics {
    */
   default void markerStatement(boolean applied) {}
 
-  /** Starts the gauges (lag, pending age) refreshed from status snapshots; returns nothing to stop. */
-  default void bindStatus(QueenImpl queen) {}
+  /** A group's lag figures, read every {@link GroupWatch#PERIOD_MS} on every node. */
+  default void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {}
+
+  /** Retention removed messages of a queue (this node's janitor). */
+  default void retentionRemoved(String queue, long n) {}
+
+  /** Retention removed messages a group had not consumed (allowDropPastCommitted). */
+  default void retentionLost(String queue, String group, long n) {}
+
+  /**
+   * The retention state of a queue: age of its oldest kept message (seconds, 0 when empty) and the group holding it
+   * back (null when none).
+   */
+  default void retentionState(String queue, double oldestAgeSeconds, String heldBy) {}
+
+  /** Registers the gauge of the wake-up listener's connection. */
+  default void bindListener(java.util.function.BooleanSupplier connected) {}
 }

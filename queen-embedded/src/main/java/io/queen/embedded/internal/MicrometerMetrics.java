@@ -5,36 +5,40 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.BaseUnits;
+import io.micrometer.core.instrument.composite.CompositeMeterRegistry;
 import io.queen.AckResult;
 import io.queen.Message;
 import io.queen.PushResult;
 import io.queen.PushStatus;
-import io.queen.Status;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
+import java.util.function.BooleanSupplier;
 
 /**
- * Micrometer meters: counters {@code queen.messages.pushed|delivered|acked|failed|dead_lettered},
- * timers {@code queen.handler.duration} and {@code queen.delivery.latency} (push to delivery, database
- * clock at push against this JVM's clock at delivery), gauges {@code queen.group.lag} (messages) and
- * {@code queen.group.pending_age} (seconds), refreshed from a status snapshot every 10 s.
+ * Micrometer meters (the table in the top-level README lists them all): counters
+ * {@code queen.messages.pushed|delivered|acked|failed|dead_lettered}, timers {@code queen.handler.duration} and
+ * {@code queen.delivery.latency} (push to delivery, database clock at push against this JVM's clock at delivery),
+ * per-group gauges {@code queen.group.lag} (messages), {@code queen.group.pending.age} (seconds) and
+ * {@code queen.group.pending.alert} (0/1), refreshed by {@link GroupWatch}, retention meters and the listener gauge.
  */
 final class MicrometerMetrics implements Metrics {
-  private static final Logger LOG = LoggerFactory.getLogger(MicrometerMetrics.class);
-  static final long GAUGE_PERIOD_MS = 10_000;
 
-  private final MeterRegistry registry;
-  private final Map<String, AtomicLong> gauges = new ConcurrentHashMap<>();
+  private final CompositeMeterRegistry registry = new CompositeMeterRegistry();
+  private final Map<String, AtomicDouble> gauges = new ConcurrentHashMap<>();
 
+  /** Meters that go to {@code registry} (a Micrometer {@code MeterRegistry}) and to any added later. */
   MicrometerMetrics(Object registry) {
-    this.registry = (MeterRegistry) registry;
+    add(registry);
+  }
+
+  /** Sends every meter, those registered already and those to come, to this registry too. */
+  void add(Object registry) {
+    this.registry.add((MeterRegistry) registry);
   }
 
   private Counter counter(String name, String queue, String group) {
@@ -107,29 +111,61 @@ final class MicrometerMetrics implements Metrics {
   }
 
   @Override
-  public void bindStatus(QueenImpl queen) {
-    queen.scheduler().scheduleWithFixedDelay(() -> refresh(queen), 0, GAUGE_PERIOD_MS, TimeUnit.MILLISECONDS);
+  public void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {
+    gauge("queen.group.lag", queue, group, BaseUnits.MESSAGES).set(lag);
+    gauge("queen.group.pending.age", queue, group, "seconds").set(pendingAgeSeconds);
+    gauge("queen.group.pending.alert", queue, group, null).set(alert ? 1 : 0);
   }
 
-  private void refresh(QueenImpl queen) {
-    try {
-      Status st = queen.status();
-      for (Status.QueueStatus q : st.queues()) {
-        for (Status.GroupStatus g : q.groups()) {
-          gauge("queen.group.lag", q.name(), g.name()).set(g.lag());
-          gauge("queen.group.pending_age", q.name(), g.name()).set(g.pendingAge().toSeconds());
-        }
+  @Override
+  public void retentionRemoved(String queue, long n) {
+    registry.counter("queen.retention.removed", "queue", queue).increment(n);
+  }
+
+  @Override
+  public void retentionLost(String queue, String group, long n) {
+    counter("queen.retention.lost", queue, group).increment(n);
+  }
+
+  @Override
+  public void retentionState(String queue, double oldestAgeSeconds, String heldBy) {
+    gauge("queen.retention.oldest.age", queue, null, "seconds").set(oldestAgeSeconds);
+    // one gauge per group that ever held the queue back: 1 for the one holding it now, 0 for the others
+    for (Map.Entry<String, AtomicDouble> e : gauges.entrySet()) {
+      if (e.getKey().startsWith("queen.retention.holding\u0000" + queue + "\u0000")) {
+        e.getValue().set(0);
       }
-    } catch (RuntimeException e) {
-      LOG.debug("{} - metrics refresh failed: {}", queen.nodeId(), Sql.describe(e));
+    }
+    if (heldBy != null) {
+      gauge("queen.retention.holding", queue, heldBy, null).set(1);
     }
   }
 
-  private AtomicLong gauge(String name, String queue, String group) {
+  @Override
+  public void bindListener(BooleanSupplier connected) {
+    Gauge.builder("queen.listener.connected", connected, b -> b.getAsBoolean() ? 1 : 0)
+        .description("1 while the node's wake-up listener holds its LISTEN connection").register(registry);
+  }
+
+  private AtomicDouble gauge(String name, String queue, String group, String unit) {
     return gauges.computeIfAbsent(name + '\u0000' + queue + '\u0000' + group, k -> {
-      AtomicLong v = new AtomicLong();
-      Gauge.builder(name, v, AtomicLong::doubleValue).tags("queue", queue, "group", group).register(registry);
+      AtomicDouble v = new AtomicDouble();
+      Tags tags = group == null ? Tags.of("queue", queue) : Tags.of("queue", queue, "group", group);
+      Gauge.builder(name, v, AtomicDouble::get).tags(tags).baseUnit(unit).register(registry);
       return v;
     });
+  }
+
+  /** A double a gauge reads; written by one janitor thread. */
+  private static final class AtomicDouble {
+    private volatile double value;
+
+    double get() {
+      return value;
+    }
+
+    void set(double v) {
+      value = v;
+    }
   }
 }

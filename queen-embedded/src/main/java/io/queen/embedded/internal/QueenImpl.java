@@ -51,6 +51,9 @@ public final class QueenImpl implements Queen {
   private final io.queen.embedded.internal.kv.KvStore kvStore;
   private final Kv kv;
   private final Liveness liveness;
+  private final ScheduledExecutorService janitor;
+  private final RetentionJanitor retention;
+  private final GroupWatch groupWatch;
   /** The connector runtime found on the classpath (queen-pgconn), or null. */
   private volatile io.queen.embedded.spi.ConnectorPlugin connectors;
 
@@ -60,7 +63,8 @@ public final class QueenImpl implements Queen {
     this.ownPool = ownPool;
     this.codec = new JsonCodec(config.mapper());
     this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
-    this.metrics = config.meterRegistry() == null ? Metrics.NOOP : new MicrometerMetrics(config.meterRegistry());
+    this.metrics = new MetricsSwitch(config.meterRegistry() == null ? Metrics.NOOP
+        : new MicrometerMetrics(config.meterRegistry()));
     this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
         config.connectTimeout());
     this.status = new StatusReader(ds, broker.schema());
@@ -68,6 +72,10 @@ public final class QueenImpl implements Queen {
     this.kvStore = Extensions.kvStore(this);
     this.kv = Extensions.kv(this, kvStore);
     this.liveness = new Liveness(ds, broker.schema(), config.nodeId(), config.sessionTimeout(), config.heartbeatInterval());
+    // retention passes and the group gauges get a thread of their own: the scheduler renews leases and must not wait
+    this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
+    this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics);
+    this.groupWatch = new GroupWatch(this, status, metrics);
   }
 
   /** How often the janitor removes the rows of nodes whose heartbeat stopped more than a day ago. */
@@ -99,7 +107,12 @@ public final class QueenImpl implements Queen {
       if (config.janitor()) {
         q.scheduler.scheduleWithFixedDelay(q::forgetOldNodes, 1_000, FORGET_NODES_PERIOD_MS, TimeUnit.MILLISECONDS);
       }
-      q.metrics.bindStatus(q);
+      q.metrics.bindListener(q.wakeups::connected);
+      q.janitor.scheduleWithFixedDelay(q.groupWatch, 0, GroupWatch.PERIOD_MS, TimeUnit.MILLISECONDS);
+      if (config.janitor()) {
+        q.janitor.scheduleWithFixedDelay(q.retention::runQuietly, RetentionJanitor.PERIOD_MS / 3,
+            RetentionJanitor.PERIOD_MS, TimeUnit.MILLISECONDS);
+      }
       q.startConnectors();
       LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
       return q;
@@ -109,6 +122,7 @@ public final class QueenImpl implements Queen {
           started.connectors.close();
         }
         started.scheduler.shutdownNow();
+        started.janitor.shutdownNow();
         started.wakeups.close();
         started.liveness.close();
       }
@@ -392,6 +406,7 @@ public final class QueenImpl implements Queen {
     releaseOwnedLeases();
     liveness.close(); // after the leases: the row goes, and the id is free for a clean restart at once
     scheduler.shutdown();
+    janitor.shutdownNow(); // a pass in flight stops between its short transactions (or its statement is cancelled)
     wakeups.close();
     boolean interrupted = false;
     try {
@@ -429,6 +444,22 @@ public final class QueenImpl implements Queen {
       LOG.warn("{} - could not give back this node's leases on close ({}); they expire by themselves", config.nodeId(),
           e instanceof QueenDatabaseException qe ? "SQLState " + qe.sqlState() : e.getClass().getName());
     }
+  }
+
+  @Override
+  public io.queen.RetentionRun runRetentionNow() {
+    checkOpen();
+    return retention.run();
+  }
+
+  /** The node's metrics, which a binder can point at a registry after the start. */
+  public MetricsSwitch metrics() {
+    return (MetricsSwitch) metrics;
+  }
+
+  /** Reads the group gauges and checks the lag alarm now (tests; the janitor thread does it every 10 s). */
+  public void watchGroupsNow() {
+    groupWatch.run();
   }
 
   @Override

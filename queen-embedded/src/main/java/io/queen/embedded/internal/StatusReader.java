@@ -2,8 +2,11 @@ package io.queen.embedded.internal;
 
 import io.queen.QueueConfig;
 import io.queen.Status;
+import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -12,14 +15,56 @@ import java.util.List;
 import java.util.Map;
 import javax.sql.DataSource;
 
-/** Reads the {@link Status} snapshot in one repeatable-read transaction. */
+/**
+ * Reads the {@link Status} snapshot in one repeatable-read transaction, and the per-group lag figures the gauges
+ * export ({@link #lag}).
+ */
 final class StatusReader {
   private final DataSource ds;
   private final String s;
+  private final String lagSql;
+
+  /** One group's lag: messages after its cursors, and the age of its oldest pending message. */
+  record GroupLag(long queueId, String queue, String group, long lag, Duration pendingAge, Duration alertAfter) {
+    boolean alert() {
+      return !alertAfter.isZero() && pendingAge.compareTo(alertAfter) > 0;
+    }
+  }
 
   StatusReader(DataSource ds, String quotedSchema) {
     this.ds = ds;
     this.s = quotedSchema;
+    // Only the cursors flagged has_pending can be behind (push sets the flag on every cursor of its partition
+    // that has it false; it is cleared only when the cursor is at the end), so this reads the cursors_ready index
+    // and costs in proportion to the partitions that hold work for the group, not to all partitions.
+    this.lagSql = "select g.queue_id, q.name, g.name, q.pending_alert_after_ms, coalesce(x.lag, 0),"
+        + " coalesce(extract(epoch from now() - x.oldest) * 1000, 0)::bigint"
+        + " from " + s + ".consumer_groups g join " + s + ".queues q on q.id = g.queue_id"
+        + " left join lateral (select sum(greatest(p.next_offset - 1 - greatest(c.committed_offset, p.first_offset - 1), 0)) as lag,"
+        + "   min(m.created_at) as oldest"
+        + "   from " + s + ".cursors c"
+        + "   join " + s + ".partitions p on p.id = c.partition_id"
+        + "   left join " + s + ".messages m on m.partition_id = c.partition_id"
+        + "     and m.\"offset\" = greatest(c.committed_offset, p.first_offset - 1) + 1"
+        + "   where c.queue_id = g.queue_id and c.group_name = g.name and c.has_pending) x on true"
+        + " order by q.name, g.name";
+  }
+
+  /** Every group's lag, read now. */
+  List<GroupLag> lag(Connection c) throws SQLException {
+    List<GroupLag> out = new ArrayList<>();
+    try (PreparedStatement st = c.prepareStatement(lagSql); ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        out.add(new GroupLag(rs.getLong(1), rs.getString(2), rs.getString(3), rs.getLong(5),
+            Duration.ofMillis(Math.max(0, rs.getLong(6))), Duration.ofMillis(rs.getLong(4))));
+      }
+    }
+    return out;
+  }
+
+  /** Every group's lag, in its own read. */
+  List<GroupLag> lag() {
+    return Sql.autoCommit(ds, "group lag", this::lag);
   }
 
   Status read() {
@@ -27,45 +72,71 @@ final class StatusReader {
       try (PreparedStatement iso = c.prepareStatement("set transaction isolation level repeatable read read only")) {
         iso.execute();
       }
-      {
-        Instant now;
-        try (PreparedStatement st = c.prepareStatement("select now()"); ResultSet rs = st.executeQuery()) {
-          rs.next();
-          now = rs.getTimestamp(1).toInstant();
-        }
-        Map<Long, List<Status.GroupStatus>> groups = new HashMap<>();
-        try (PreparedStatement st = c.prepareStatement("select g.queue_id, g.name,"
-            + " coalesce(sum(greatest(p.next_offset - 1 - greatest(c.committed_offset, p.first_offset - 1), 0)), 0),"
-            + " coalesce(extract(epoch from now() - min(m.created_at)) * 1000, 0)::bigint,"
-            + " count(*) filter (where c.lease_id is not null and c.lease_expires_at > now()),"
-            + " (select count(*) from " + s + ".dead_letters d where d.queue_id = g.queue_id and d.group_name = g.name)"
-            + " from " + s + ".consumer_groups g"
-            + " left join " + s + ".cursors c on c.queue_id = g.queue_id and c.group_name = g.name"
-            + " left join " + s + ".partitions p on p.id = c.partition_id"
-            + " left join " + s + ".messages m on m.partition_id = c.partition_id"
-            + "   and m.\"offset\" = greatest(c.committed_offset, p.first_offset - 1) + 1"
-            + " group by g.queue_id, g.name order by g.name");
-            ResultSet rs = st.executeQuery()) {
-          while (rs.next()) {
-            groups.computeIfAbsent(rs.getLong(1), k -> new ArrayList<>()).add(new Status.GroupStatus(rs.getString(2),
-                rs.getLong(3), Duration.ofMillis(Math.max(0, rs.getLong(4))), rs.getLong(5), rs.getLong(6)));
-          }
-        }
-        List<Status.QueueStatus> queues = new ArrayList<>();
-        try (PreparedStatement st = c.prepareStatement("select q.id, q.name, q.lease_time_ms, q.retry_limit,"
-            + " q.retry_delay_ms, q.dead_letter, q.delayed_processing_ms, q.window_buffer_ms, q.max_size,"
-            + " (select count(*) from " + s + ".partitions p where p.queue_id = q.id),"
-            + " (select coalesce(sum(p.next_offset - p.first_offset), 0) from " + s + ".partitions p where p.queue_id = q.id)"
-            + " from " + s + ".queues q order by q.name");
-            ResultSet rs = st.executeQuery()) {
-          while (rs.next()) {
-            QueueConfig cfg = Broker.readConfig(rs, 3);
-            queues.add(new Status.QueueStatus(rs.getString(2), cfg, rs.getLong(10), rs.getLong(11),
-                List.copyOf(groups.getOrDefault(rs.getLong(1), List.of()))));
-          }
-        }
-        return new Status(now, List.copyOf(queues));
+      Instant now;
+      try (PreparedStatement st = c.prepareStatement("select now()"); ResultSet rs = st.executeQuery()) {
+        rs.next();
+        now = rs.getTimestamp(1).toInstant();
       }
+      Map<String, List<Status.Loss>> losses = new HashMap<>();
+      Map<String, Long> lost = new HashMap<>();
+      try (PreparedStatement st = c.prepareStatement("select l.queue_id, l.group_name, p.name, l.messages, l.up_to, l.at,"
+          + " sum(l.messages) over w, row_number() over (w order by l.at desc, p.name)"
+          + " from " + s + ".retention_losses l join " + s + ".partitions p on p.id = l.partition_id"
+          + " window w as (partition by l.queue_id, l.group_name)");
+          ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          String key = rs.getLong(1) + "\u0000" + rs.getString(2);
+          lost.put(key, rs.getLong(7));
+          if (rs.getLong(8) <= Status.GroupStatus.MAX_LOSSES) {
+            losses.computeIfAbsent(key, k -> new ArrayList<>()).add(new Status.Loss(rs.getString(3), rs.getLong(4),
+                rs.getLong(5), rs.getTimestamp(6).toInstant()));
+          }
+        }
+      }
+      Map<String, long[]> counts = new HashMap<>();
+      try (PreparedStatement st = c.prepareStatement("select g.queue_id, g.name,"
+          + " (select count(*) from " + s + ".cursors c where c.queue_id = g.queue_id and c.group_name = g.name"
+          + "   and c.lease_id is not null and c.lease_expires_at > now()),"
+          + " (select count(*) from " + s + ".dead_letters d where d.queue_id = g.queue_id and d.group_name = g.name)"
+          + " from " + s + ".consumer_groups g");
+          ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          counts.put(rs.getLong(1) + "\u0000" + rs.getString(2), new long[] {rs.getLong(3), rs.getLong(4)});
+        }
+      }
+      Map<Long, List<Status.GroupStatus>> groups = new HashMap<>();
+      for (GroupLag g : lag(c)) {
+        String key = g.queueId() + "\u0000" + g.group();
+        long[] n = counts.getOrDefault(key, new long[2]);
+        List<Status.Loss> l = losses.getOrDefault(key, List.of());
+        groups.computeIfAbsent(g.queueId(), k -> new ArrayList<>()).add(new Status.GroupStatus(g.group(), g.lag(),
+            g.pendingAge(), n[0], n[1], g.alert(), lost.getOrDefault(key, 0L), l));
+      }
+      List<Status.QueueStatus> queues = new ArrayList<>();
+      try (PreparedStatement st = c.prepareStatement("select q.id, q.name, q.lease_time_ms, q.retry_limit,"
+          + " q.retry_delay_ms, q.dead_letter, q.delayed_processing_ms, q.window_buffer_ms, q.max_size,"
+          + " q.retention_ms, q.completed_retention_ms, q.allow_drop_past_committed, q.pending_alert_after_ms,"
+          + " (select count(*) from " + s + ".partitions p where p.queue_id = q.id),"
+          + " (select coalesce(sum(p.next_offset - p.first_offset), 0) from " + s + ".partitions p where p.queue_id = q.id),"
+          + " r.oldest_at, r.oldest_partition, r.oldest_offset, r.held_by, r.checked_at"
+          + " from " + s + ".queues q left join " + s + ".retention_state r on r.queue_id = q.id order by q.name");
+          ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          QueueConfig cfg = Broker.readConfig(rs, 3);
+          Status.RetentionStatus retention = null;
+          Timestamp checked = rs.getTimestamp(20);
+          if (checked != null && (!cfg.retention().isZero() || !cfg.completedRetention().isZero())) {
+            Timestamp oldest = rs.getTimestamp(16);
+            long off = rs.getLong(18);
+            Long offset = rs.wasNull() ? null : off;
+            retention = new Status.RetentionStatus(oldest == null ? null : oldest.toInstant(), rs.getString(17),
+                offset, rs.getString(19), checked.toInstant());
+          }
+          queues.add(new Status.QueueStatus(rs.getString(2), cfg, rs.getLong(14), rs.getLong(15),
+              List.copyOf(groups.getOrDefault(rs.getLong(1), List.of())), retention));
+        }
+      }
+      return new Status(now, List.copyOf(queues));
     });
   }
 }

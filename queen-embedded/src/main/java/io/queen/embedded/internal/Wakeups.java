@@ -213,6 +213,11 @@ public final class Wakeups implements AutoCloseable {
     }
   }
 
+  /** Whether the wake-up listener holds its LISTEN connection now. */
+  public boolean connected() {
+    return listenConnection != null;
+  }
+
   /** How many times the listener had to reconnect. */
   public long reconnects() {
     return reconnects;

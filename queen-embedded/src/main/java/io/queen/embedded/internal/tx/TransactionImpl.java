@@ -249,7 +249,7 @@ public final class TransactionImpl implements Transaction {
   /** Reports a committed bundle's acks to the metrics, as {@code queen.ack} does: results are in the order of the acks. */
   private void reportAcks(List<AckResult> results) {
     Metrics metrics = broker.metrics();
-    if (metrics == Metrics.NOOP) {
+    if (!metrics.enabled()) {
       return;
     }
     int i = 0;

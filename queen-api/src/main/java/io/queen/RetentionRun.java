@@ -1,0 +1,12 @@
+package io.queen;
+
+/**
+ * What one retention pass did ({@link Queen#runRetentionNow()}).
+ *
+ * @param ran false when another node was running retention at that moment (this pass then stopped at once)
+ * @param partitions partitions whose oldest message was old enough to be looked at
+ * @param removed messages removed
+ * @param lost of those, messages some group had not consumed yet ({@code allowDropPastCommitted}), counted once per
+ *     group that lost them
+ */
+public record RetentionRun(boolean ran, long partitions, long removed, long lost) {}

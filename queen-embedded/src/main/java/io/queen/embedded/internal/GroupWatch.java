@@ -1,0 +1,86 @@
+package io.queen.embedded.internal;
+
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Every {@link #PERIOD_MS} on every node: reads each group's lag and pending age ({@link StatusReader#lag}, which
+ * reads only the cursors that have work) and the queues' retention state, sets the gauges, and watches the lag
+ * alarm: a group whose oldest pending message is older than its queue's {@code pendingAlertAfter} is logged once
+ * at WARN when it crosses the threshold and once at INFO when it is back under it (per node). Runs on the node's
+ * janitor thread; {@link #run()} never throws.
+ */
+final class GroupWatch implements Runnable {
+  private static final Logger LOG = LoggerFactory.getLogger(GroupWatch.class);
+  /** How often the gauges are refreshed and the alarm is checked. */
+  static final long PERIOD_MS = 10_000;
+
+  private final QueenImpl queen;
+  private final StatusReader reader;
+  private final Metrics metrics;
+  private final String stateSql;
+  private final Set<String> alarmed = ConcurrentHashMap.newKeySet();
+  private boolean failing;
+
+  GroupWatch(QueenImpl queen, StatusReader reader, Metrics metrics) {
+    this.queen = queen;
+    this.reader = reader;
+    this.metrics = metrics;
+    String s = queen.broker().schema();
+    this.stateSql = "select q.name, coalesce(extract(epoch from now() - r.oldest_at), 0)::float8, r.held_by"
+        + " from " + s + ".retention_state r join " + s + ".queues q on q.id = r.queue_id"
+        + " where q.retention_ms > 0 or q.completed_retention_ms > 0";
+  }
+
+  @Override
+  public void run() {
+    try {
+      List<StatusReader.GroupLag> lags = reader.lag();
+      Set<String> seen = new HashSet<>();
+      for (StatusReader.GroupLag g : lags) {
+        String key = g.queue() + '\u0000' + g.group();
+        seen.add(key);
+        boolean alert = g.alert();
+        metrics.groupLag(g.queue(), g.group(), g.lag(), g.pendingAge().toMillis() / 1000.0, alert);
+        if (alert && alarmed.add(key)) {
+          LOG.warn("{} - group '{}' of queue '{}' has had a message pending for {} s, past pendingAlertAfter ({} s);"
+              + " lag {} message(s)", queen.nodeId(), g.group(), g.queue(), g.pendingAge().toSeconds(),
+              g.alertAfter().toSeconds(), g.lag());
+        } else if (!alert && alarmed.remove(key)) {
+          LOG.info("{} - group '{}' of queue '{}' is back under pendingAlertAfter ({} s): oldest pending {} s",
+              queen.nodeId(), g.group(), g.queue(), g.alertAfter().toSeconds(), g.pendingAge().toSeconds());
+        }
+      }
+      alarmed.retainAll(seen);
+      Sql.autoCommit(queen.dataSource(), "retention state", c -> {
+        try (PreparedStatement st = c.prepareStatement(stateSql); ResultSet rs = st.executeQuery()) {
+          while (rs.next()) {
+            metrics.retentionState(rs.getString(1), rs.getDouble(2), rs.getString(3));
+          }
+        }
+        return null;
+      });
+      if (failing) {
+        failing = false;
+        LOG.info("{} - group gauges are read again", queen.nodeId());
+      }
+    } catch (RuntimeException e) {
+      if (!failing) {
+        failing = true;
+        LOG.warn("{} - could not read the group gauges ({}); trying again every {} ms", queen.nodeId(),
+            Sql.describe(e), PERIOD_MS);
+      }
+    }
+  }
+
+  /** Whether the alarm of this group is raised on this node (for tests and status). */
+  boolean alarmed(String queue, String group) {
+    return alarmed.contains(queue + '\u0000' + group);
+  }
+}

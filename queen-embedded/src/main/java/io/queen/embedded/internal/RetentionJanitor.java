@@ -1,0 +1,261 @@
+package io.queen.embedded.internal;
+
+import io.queen.RetentionRun;
+import java.sql.Array;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.Timestamp;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.locks.ReentrantLock;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Removes old messages of queues with {@code retention} or {@code completedRetention} (DESIGN.md §3 "Retention").
+ *
+ * <p>A pass walks the partitions of those queues in keyset pages of {@link #PAGE} (one short read each: the
+ * partition row and its first message), and for each partition whose first message is old enough calls
+ * {@code retention_step} (V15) in auto-commit until it removes less than a batch: one partition, at most
+ * {@link #BATCH} messages, one short transaction each. The step takes the retention advisory lock itself, so one
+ * node at a time removes messages; when another node holds it the pass ends at once. It never waits for a pusher
+ * (the partition row is taken {@code SKIP LOCKED}; a busy partition is visited on the next pass).
+ *
+ * <p>At the end of a pass the queue's retention state (oldest kept message, the group holding it) is written to
+ * {@code retention_state}, read by {@code status()} and the gauges. Losses under {@code allowDropPastCommitted}
+ * are logged at WARN once per pass, queue and group, and counted. Thread-safe: passes of one node are
+ * serialised.
+ */
+final class RetentionJanitor {
+  private static final Logger LOG = LoggerFactory.getLogger(RetentionJanitor.class);
+  /** How often the node's janitor runs a pass. */
+  static final long PERIOD_MS = 30_000;
+  /** Messages per step (one transaction). */
+  static final int BATCH = 500;
+  /** Partitions per page of the walk. */
+  static final int PAGE = 1_000;
+
+  private final String node;
+  private final DataSource ds;
+  private final Metrics metrics;
+  private final String pageSql;
+  private final String stepSql;
+  private final String stateSql;
+  private final ReentrantLock passLock = new ReentrantLock();
+
+  RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics) {
+    this.node = node;
+    this.ds = ds;
+    this.metrics = metrics;
+    this.pageSql = "select p.id, q.id, q.name, p.name, p.first_offset, m.created_at,"
+        + " m.created_at <= now() - least(nullif(q.retention_ms, 0), nullif(q.completed_retention_ms, 0))"
+        + "   * interval '1 millisecond'"
+        + " from " + schema + ".partitions p join " + schema + ".queues q on q.id = p.queue_id"
+        + " left join " + schema + ".messages m on m.partition_id = p.id and m.\"offset\" = p.first_offset"
+        + " where (q.retention_ms > 0 or q.completed_retention_ms > 0) and p.id > ? order by p.id limit " + PAGE;
+    this.stepSql = "select removed, skipped, first_at, first_offset, held_by, lost_groups, lost_counts, lost_to from "
+        + schema + ".retention_step(?, " + BATCH + ")";
+    this.stateSql = "insert into " + schema + ".retention_state as r (queue_id, oldest_at, oldest_partition,"
+        + " oldest_offset, held_by, checked_at) select q.id, x.at, x.part, x.off, x.held, now()"
+        + " from " + schema + ".queues q left join unnest(?::bigint[], ?::timestamptz[], ?::text[], ?::bigint[], ?::text[])"
+        + "   as x(qid, at, part, off, held) on x.qid = q.id"
+        + " where q.retention_ms > 0 or q.completed_retention_ms > 0"
+        + " on conflict (queue_id) do update set oldest_at = excluded.oldest_at,"
+        + " oldest_partition = excluded.oldest_partition, oldest_offset = excluded.oldest_offset,"
+        + " held_by = excluded.held_by, checked_at = excluded.checked_at";
+  }
+
+  /** The oldest kept message of a queue seen so far in a pass. */
+  private static final class Oldest {
+    Timestamp at;
+    String partition;
+    long offset;
+    String heldBy;
+
+    void offer(Timestamp t, String p, long o, String held) {
+      if (t != null && (at == null || t.before(at))) {
+        at = t;
+        partition = p;
+        offset = o;
+        heldBy = held;
+      }
+    }
+  }
+
+  /** A group's losses in one pass. */
+  private static final class Lost {
+    long messages;
+    int partitions;
+    String lastPartition;
+    long lastUpTo;
+  }
+
+  /** One pass, on the scheduler: never throws. */
+  void runQuietly() {
+    try {
+      run();
+    } catch (RuntimeException e) {
+      LOG.warn("{} - retention pass failed ({}); next try in {} ms", node, Sql.describe(e), PERIOD_MS);
+    }
+  }
+
+  /** One pass over every queue with retention; returns what it did. */
+  RetentionRun run() {
+    passLock.lock();
+    try {
+      return pass();
+    } finally {
+      passLock.unlock();
+    }
+  }
+
+  private RetentionRun pass() {
+    long after = 0;
+    long removed = 0;
+    long lostTotal = 0;
+    long visited = 0;
+    boolean ran = true;
+    Map<Long, Oldest> oldest = new HashMap<>();
+    Map<Long, String> names = new HashMap<>();
+    Map<String, Lost> lost = new LinkedHashMap<>();
+    walk:
+    while (true) {
+      List<Object[]> page = readPage(after);
+      if (page.isEmpty()) {
+        break;
+      }
+      for (Object[] r : page) {
+        long pid = (Long) r[0];
+        long qid = (Long) r[1];
+        after = pid;
+        names.put(qid, (String) r[2]);
+        Oldest o = oldest.computeIfAbsent(qid, k -> new Oldest());
+        if (!Boolean.TRUE.equals(r[6])) {
+          o.offer((Timestamp) r[5], (String) r[3], (Long) r[4], null);
+          continue;
+        }
+        visited++;
+        while (true) {
+          Step s = step(pid);
+          if (s.skipped != null) {
+            if (s.skipped.equals("lock")) {
+              ran = false;
+              break walk;
+            }
+            o.offer((Timestamp) r[5], (String) r[3], (Long) r[4], null);
+            break;
+          }
+          removed += s.removed;
+          if (s.removed > 0) {
+            metrics.retentionRemoved((String) r[2], s.removed);
+          }
+          for (int i = 0; s.lostGroups != null && i < s.lostGroups.length; i++) {
+            Lost l = lost.computeIfAbsent(r[2] + "\u0000" + s.lostGroups[i], k -> new Lost());
+            l.messages += s.lostCounts[i];
+            l.partitions++;
+            l.lastPartition = (String) r[3];
+            l.lastUpTo = s.lostTo;
+            lostTotal += s.lostCounts[i];
+            metrics.retentionLost((String) r[2], s.lostGroups[i], s.lostCounts[i]);
+          }
+          if (s.removed < BATCH || s.firstAt == null) {
+            o.offer(s.firstAt, (String) r[3], s.firstOffset, s.heldBy);
+            break;
+          }
+        }
+      }
+    }
+    for (Map.Entry<String, Lost> e : lost.entrySet()) {
+      String[] qg = e.getKey().split("\u0000", 2);
+      Lost l = e.getValue();
+      LOG.warn("{} - retention removed {} message(s) of queue '{}' that group '{}' had not consumed"
+          + " (allowDropPastCommitted), in {} partition(s), the last one '{}' up to offset {}; the group resumes at"
+          + " the oldest kept message", node, l.messages, qg[0], qg[1], l.partitions, l.lastPartition, l.lastUpTo);
+    }
+    if (ran) {
+      writeState(oldest);
+    }
+    if (removed > 0) {
+      LOG.debug("{} - retention removed {} message(s) from {} partition(s)", node, removed, visited);
+    }
+    return new RetentionRun(ran, visited, removed, lostTotal);
+  }
+
+  private List<Object[]> readPage(long after) {
+    return Sql.autoCommit(ds, "retention page", c -> {
+      List<Object[]> rows = new ArrayList<>();
+      try (PreparedStatement st = c.prepareStatement(pageSql)) {
+        st.setLong(1, after);
+        try (ResultSet rs = st.executeQuery()) {
+          while (rs.next()) {
+            Object eligible = rs.getObject(7);
+            rows.add(new Object[] {rs.getLong(1), rs.getLong(2), rs.getString(3), rs.getString(4), rs.getLong(5),
+                rs.getTimestamp(6), eligible});
+          }
+        }
+      }
+      return rows;
+    });
+  }
+
+  private record Step(int removed, String skipped, Timestamp firstAt, long firstOffset,
+      String heldBy, String[] lostGroups, long[] lostCounts, long lostTo) {}
+
+  private Step step(long pid) {
+    return Sql.autoCommit(ds, "retention step", c -> {
+      try (PreparedStatement st = c.prepareStatement(stepSql)) {
+        st.setLong(1, pid);
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          Long first = (Long) rs.getObject(4);
+          String[] groups = null;
+          long[] counts = null;
+          Array ga = rs.getArray(6);
+          if (ga != null) {
+            groups = (String[]) ga.getArray();
+            Long[] cs = (Long[]) rs.getArray(7).getArray();
+            counts = new long[cs.length];
+            for (int i = 0; i < cs.length; i++) {
+              counts[i] = cs[i];
+            }
+          }
+          return new Step(rs.getInt(1), rs.getString(2), rs.getTimestamp(3), first == null ? -1 : first, rs.getString(5), groups, counts, rs.getLong(8));
+        }
+      }
+    });
+  }
+
+  private void writeState(Map<Long, Oldest> oldest) {
+    int n = oldest.size();
+    Long[] qids = new Long[n];
+    Timestamp[] at = new Timestamp[n];
+    String[] part = new String[n];
+    Long[] off = new Long[n];
+    String[] held = new String[n];
+    int i = 0;
+    for (Map.Entry<Long, Oldest> e : oldest.entrySet()) {
+      qids[i] = e.getKey();
+      Oldest o = e.getValue();
+      at[i] = o.at;
+      part[i] = o.partition;
+      off[i] = o.at == null ? null : o.offset;
+      held[i] = o.heldBy;
+      i++;
+    }
+    Sql.autoCommit(ds, "retention state", c -> {
+      try (PreparedStatement st = c.prepareStatement(stateSql)) {
+        st.setArray(1, c.createArrayOf("bigint", qids));
+        st.setArray(2, c.createArrayOf("timestamptz", at));
+        st.setArray(3, c.createArrayOf("text", part));
+        st.setArray(4, c.createArrayOf("bigint", off));
+        st.setArray(5, c.createArrayOf("text", held));
+        st.executeUpdate();
+      }
+      return null;
+    });
+  }
+}
