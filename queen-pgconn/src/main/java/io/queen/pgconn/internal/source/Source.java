@@ -345,7 +345,7 @@ public final class Source {
           note = null;
         }
         long lsn = codec.parseLsn(cp);
-        Pointer fresh = new Pointer(lsn, 0, true, lsn, codec.newEpoch(), null, false);
+        Pointer fresh = new Pointer(lsn, 0, false, lsn, codec.newEpoch(), null, false);
         KvWriteResult w = host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(spec.name()),
             fresh.json(host.mapper(), codec), Kv.forever().expect(pv));
         if (!w.applied()) {
