@@ -168,6 +168,36 @@ class SinkModesTest {
     });
   }
 
+  /**
+   * One batch that touches keys several times, as one statement per column shape: every key ends as applying
+   * the messages one after the other leaves it (the last row per key, a column a later message does not name
+   * kept), and rows whose unique key has a NULL are each inserted (NULLs are distinct for the index).
+   */
+  @Test
+  void anUpsertBatchThatTouchesKeysSeveralTimesEndsAsAppliedInOrder() throws Exception {
+    sql("CREATE TABLE tiers (id bigint, region text, tier text, n int DEFAULT 7, UNIQUE (id, region))");
+    List<PushItem> items = new ArrayList<>();
+    for (int round = 0; round < 3; round++) {
+      for (int id = 1; id <= 4; id++) {
+        items.add(PushItem.to("tiers", "p" + (id % 2), Map.of("id", id, "region", "eu", "tier", "t" + round)));
+      }
+    }
+    items.add(PushItem.to("tiers", "p1", Map.of("id", 1, "region", "eu", "n", 1))); // another shape: tier stays
+    items.add(PushItem.to("tiers", "p0", Map.of("id", 2, "region", "eu", "tier", "last", "n", 2)));
+    items.add(PushItem.to("tiers", "p0", Map.of("id", 9, "tier", "no region a")));
+    items.add(PushItem.to("tiers", "p0", Map.of("id", 9, "tier", "no region b")));
+    queen.push(items); // all there before the sink starts: its first batch holds every message
+    queen.connectors().put("tiers", """
+        {"kind": "sink", "sink": {"queue": "tiers", "table": "tiers", "mode": "upsert"}}""");
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(queen.connectors().status("tiers").orElseThrow().counters()).containsEntry("applied", 16L));
+    assertThat(rows("select id, region, tier, n from tiers order by id, tier")).containsExactly(
+        "1 | eu | t2 | 1", "2 | eu | last | 2", "3 | eu | t2 | 7", "4 | eu | t2 | 7",
+        "9 | null | no region a | 7", "9 | null | no region b | 7");
+    assertThat(queen.connectors().status("tiers").orElseThrow().counters()).containsEntry("batches", 1L)
+        .containsEntry("errors", 0L).containsEntry("dlq", 0L);
+  }
+
   @Test
   void appendModeWritesEveryMessageAndDefaultsTheRest() throws Exception {
     sql("CREATE TABLE events (seq bigserial PRIMARY KEY, kind text NOT NULL, at text DEFAULT 'now', body jsonb, q_part text)");

@@ -89,12 +89,12 @@ public final class QueenBenchmark {
   static final int ONCE_DEPTH = (ONCE_WARMUP_ROUNDS + ONCE_ROUNDS + 1) * ONCE_ROUND / ONCE_PARTITIONS;
   static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key", "consume_pops", "consume_vs_raw", "consume_claim", "e2e_vs_raw_queue",
-      "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact");
+      "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact", "source_vs_raw");
   /** Figures of more than about a minute each: run with --long, or by name with --only. */
   static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput");
   static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
       + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
-      + "held_xmin_throughput, sink_upsert, retention_push_impact";
+      + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw";
   /** The figure names of issue 14 that --only accepts for the phase that prints them. */
   static final java.util.Map<String, String> ALIASES = java.util.Map.of("consume_pops_per_message", "consume_pops",
       "consume_empty_pop_share", "consume_pops", "consume_claim_p50_ms", "consume_claim", "consume_claim_p99_ms",
@@ -324,6 +324,7 @@ public final class QueenBenchmark {
             case "held_xmin_throughput" -> engine.heldXminThroughput();
             case "sink_upsert" -> new SinkBench(this).sinkUpsert();
             case "retention_push_impact" -> retentionPushImpact();
+            case "source_vs_raw" -> new SourceBench(this).sourceVsRaw();
             default -> throw new IllegalStateException(name);
           }
         } catch (Exception e) {

@@ -232,7 +232,8 @@ final class SubscriptionImpl implements Subscription {
     while (running.get()) {
       try {
         long seen = nudges();
-        int free = idle.get() - units.size();
+        // a connector's loop pops one batch ahead per worker: its pop overlaps the running batch
+        int free = idle.get() - units.size() + (owned != null ? concurrency : 0);
         if (free <= 0) {
           starved = true;
           awaitNudge(seen); // a worker that goes idle nudges
@@ -429,7 +430,7 @@ final class SubscriptionImpl implements Subscription {
       } else if (many != null) {
         async = runMany(batch, heads, unit);
       } else if (owned != null) {
-        runOwned(batch, heads);
+        async = runOwned(batch, heads, unit);
       } else if (txOne != null) {
         for (List<Message> part : byPartition.values()) {
           runTxEach(part, txOne);
@@ -542,13 +543,16 @@ final class SubscriptionImpl implements Subscription {
   }
 
   /**
-   * OwnedBatchHandler: the handler commits and acknowledges by itself. When it throws, the leases it still
-   * holds are given back without counting an attempt (the handler decides what is an attempt).
+   * OwnedBatchHandler: the handler commits and acknowledges by itself, or hands back what it completed, which
+   * goes to the acker like a plain handler's completed unit (returns true then: the ack is in flight). When it
+   * throws, the leases it still holds are given back without counting an attempt (the handler decides what is
+   * an attempt).
    */
-  private void runOwned(List<Message> batch, List<Message> heads) {
+  private boolean runOwned(List<Message> batch, List<Message> heads, Unit unit) {
     long t0 = System.nanoTime();
+    List<Message> done;
     try {
-      owned.handle(batch);
+      done = owned.handle(batch);
       queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
       handled.addAndGet(batch.size());
     } catch (Throwable t) {
@@ -561,7 +565,20 @@ final class SubscriptionImpl implements Subscription {
       } catch (RuntimeException e) {
         LOG.debug("{} - could not give back the leases of {}: {}", queen.nodeId(), where, Sql.describe(e));
       }
+      return false;
     }
+    if (done == null || done.isEmpty()) {
+      return false;
+    }
+    List<Broker.AckRequest> acks = new ArrayList<>(done.size());
+    for (Message m : done) {
+      acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+    }
+    if (settleAsync(acks, heads, unit)) {
+      return true;
+    }
+    settle(acks); // closing: acknowledged here and now
+    return false;
   }
 
   /** What to do with the rest of a partition's batch after one message. */

@@ -144,6 +144,7 @@ class GroupExpiryTest {
       Subscription s = b.consumeOwned(batch -> {
         batch.forEach(m -> seen.add(m.offset()));
         a.ack(batch);
+        return List.of();
       }, "pg-x", false);
       try {
         Thread.sleep(300);
@@ -160,7 +161,10 @@ class GroupExpiryTest {
         s.close();
       }
       ConsumerBuilderImpl plain = (ConsumerBuilderImpl) a.queue(q).group("pg-y").subscription(SubscriptionMode.ALL);
-      Subscription t = plain.consumeOwned(batch -> a.ack(batch), "pg-y");
+      Subscription t = plain.consumeOwned(batch -> {
+        a.ack(batch);
+        return List.of();
+      }, "pg-y");
       try {
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (flag(ds, q, "pg-y") == null && System.nanoTime() < end) {
@@ -188,6 +192,7 @@ class GroupExpiryTest {
       Subscription sa = ba.consumeOwned(batch -> {
         stuck.countDown();
         Thread.sleep(60_000);
+        return List.of();
       }, "pg-t", false);
       assertThat(stuck.await(10, TimeUnit.SECONDS)).isTrue();
       ((QueenImpl) a).liveness().pause(true);
@@ -201,7 +206,7 @@ class GroupExpiryTest {
           .concurrency(2);
       Subscription sb = bb.consumeOwned(batch -> {
         seen.addAll(batch);
-        b.ack(batch);
+        return batch; // acknowledged by the loop
       }, "pg-t", false);
       try {
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);

@@ -75,6 +75,8 @@ final class Sink {
   /** Connections to another database, one per worker thread. */
   private final Map<Thread, Connection> external = new ConcurrentHashMap<>();
   private final Map<Connection, Map<String, PreparedStatement>> statements = new ConcurrentHashMap<>();
+  /** The row statements per column shape: {one row, a JSON array of rows}. */
+  private final Map<String, String[]> rowSql = new ConcurrentHashMap<>();
   private volatile boolean stopped;
   private final SinkMeters.Connector meters;
 
@@ -106,6 +108,7 @@ final class Sink {
       c.setAutoCommit(false);
       ensureProgressTable(c);
       table = spec.table() != null ? TargetTable.check(c, spec) : null;
+      rowSql.clear();
       if ("sql".equals(spec.mode())) {
         try (PreparedStatement st = c.prepareStatement(SqlStatement.parse(spec.statement()).jdbc())) {
           st.getParameterMetaData(); // parses and plans on the server without running it
@@ -283,7 +286,8 @@ final class Sink {
     }
   }
 
-  void handle(List<Message> batch) throws Exception {
+  /** One batch: applied in one target transaction, then what it completed is handed back for the loop to ack. */
+  List<Message> handle(List<Message> batch) throws Exception {
     long backoff = 100;
     for (int round = 0; ; round++) {
       Connection c = null;
@@ -291,8 +295,7 @@ final class Sink {
         c = workerConnection();
         Outcome o = apply(c, batch);
         release(c, false);
-        settle(o);
-        return;
+        return settle(o);
       } catch (SQLException | RuntimeException e) {
         if (c != null) {
           try {
@@ -346,13 +349,17 @@ final class Sink {
     List<Message> held = new ArrayList<>();
     Map<Long, Long> advance = new HashMap<>();
     boolean fast = true;
+    for (Message m : fresh) {
+      advance.merge(m.partitionId(), m.offset(), Math::max);
+    }
     try {
-      runFast(c, fresh);
-      for (Message m : fresh) {
-        advance.merge(m.partitionId(), m.offset(), Math::max);
+      if (runFast(c, fresh, advance)) {
+        advance.clear(); // advanced by the last statement
       }
     } catch (SQLException e) {
-      if (!isDataError(e)) {
+      // 21000: rows of one statement met on one key of a unique index the reduction did not see as one key
+      // (NULLS NOT DISTINCT); one message at a time cannot meet that
+      if (!isDataError(e) && !"21000".equals(e.getSQLState())) {
         throw e;
       }
       fast = false;
@@ -360,6 +367,7 @@ final class Sink {
       fast = false;
     }
     if (!fast) {
+      advance.clear();
       c.rollback(); // the locks go too: take them again and apply message by message
       last = lockProgress(c, byPartition);
       advance.clear();
@@ -415,11 +423,8 @@ final class Sink {
     if (!advance.isEmpty()) {
       // cached per connection like every statement here: never closed by this code (a worker's own connection
       // serves batch after batch; closing it here broke every next batch on that connection once)
-      PreparedStatement st = prepared(c, "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
-          + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid");
-      st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
-      st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
-      st.setString(3, spec.name());
+      PreparedStatement st = prepared(c, ADVANCE);
+      bindAdvance(c, st, advance);
       st.executeUpdate();
     }
     c.commit();
@@ -440,17 +445,47 @@ final class Sink {
     return new Outcome(done, dead, held);
   }
 
-  /** Creates the missing progress rows, then locks the batch's rows in partition-id order; returns last offsets. */
+  /** Moves the offsets of the batch's partitions: (partition ids, last offsets, sink). */
+  private static final String ADVANCE = "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
+      + " from unnest(?::bigint[], ?::bigint[]) v(pid, o) where p.sink = ? and p.partition_id = v.pid";
+
+  private void bindAdvance(Connection c, PreparedStatement st, Map<Long, Long> advance) throws SQLException {
+    st.setArray(1, c.createArrayOf("bigint", advance.keySet().toArray()));
+    st.setArray(2, c.createArrayOf("bigint", advance.values().toArray()));
+    st.setString(3, spec.name());
+  }
+
+  /**
+   * Locks the batch's progress rows in partition-id order and returns their last offsets. The rows exist
+   * after a partition's first batch, so that is one statement; the missing ones are created (at -1) and
+   * locked after, in partition-id order too. Two transactions creating rows for the same new partitions at
+   * once may deadlock: a transient failure, retried like any.
+   */
   private Map<Long, Long> lockProgress(Connection c, TreeMap<Long, List<Message>> byPartition) throws SQLException {
-    Object[] pids = byPartition.keySet().toArray();
-    Object[] names = byPartition.values().stream().map(l -> l.get(0).partition()).toArray();
+    Map<Long, Long> last = selectForUpdate(c, byPartition.keySet().toArray());
+    if (last.size() == byPartition.size()) {
+      return last;
+    }
+    List<Object> pids = new ArrayList<>();
+    List<Object> names = new ArrayList<>();
+    for (var e : byPartition.entrySet()) {
+      if (!last.containsKey(e.getKey())) {
+        pids.add(e.getKey());
+        names.add(e.getValue().get(0).partition());
+      }
+    }
     PreparedStatement ins = prepared(c, "insert into " + PROGRESS + " (sink, partition_id, partition, last_offset)"
         + " select ?, v.pid, v.p, -1 from unnest(?::bigint[], ?::text[]) v(pid, p) order by v.pid"
         + " on conflict (sink, partition_id) do nothing");
     ins.setString(1, spec.name());
-    ins.setArray(2, c.createArrayOf("bigint", pids));
-    ins.setArray(3, c.createArrayOf("text", names));
+    ins.setArray(2, c.createArrayOf("bigint", pids.toArray()));
+    ins.setArray(3, c.createArrayOf("text", names.toArray()));
     ins.executeUpdate();
+    last.putAll(selectForUpdate(c, pids.toArray()));
+    return last;
+  }
+
+  private Map<Long, Long> selectForUpdate(Connection c, Object[] pids) throws SQLException {
     PreparedStatement sel = prepared(c, "select partition_id, last_offset from " + PROGRESS
         + " where sink = ? and partition_id = any(?::bigint[]) order by partition_id for update");
     sel.setString(1, spec.name());
@@ -464,28 +499,60 @@ final class Sink {
     return last;
   }
 
-  /** Applies in order, consecutive messages with the same statement as one JDBC batch. */
-  private void runFast(Connection c, List<Message> fresh) throws SQLException, DataError {
-    PreparedStatement current = null;
-    int pending = 0;
+  /**
+   * Applies in order. Consecutive messages with the same statement go together: a row statement (append,
+   * upsert, cdc's inserts and updates) as ONE statement over a JSON array of the rows, reduced to the last
+   * row per key for an upsert (what applying them one after the other leaves); any other as one JDBC batch.
+   * When the last run is a row statement it also moves the progress rows to {@code advance} (one statement,
+   * one round trip less): returns whether it did.
+   */
+  private boolean runFast(Connection c, List<Message> fresh, Map<Long, Long> advance) throws SQLException, DataError {
+    List<Bound> run = new ArrayList<>();
     for (Message m : fresh) {
       Bound b = bind(m);
       if (b == null) {
         continue; // nothing to do for this message (a skipped truncate)
       }
-      PreparedStatement st = prepared(c, b.sql);
-      if (st != current && current != null && pending > 0) {
-        current.executeBatch();
-        pending = 0;
+      if (!run.isEmpty() && !run.get(0).sql.equals(b.sql)) {
+        flush(c, run, null);
       }
-      current = st;
-      b.set(st);
-      st.addBatch();
-      pending++;
+      run.add(b);
     }
-    if (current != null && pending > 0) {
-      current.executeBatch();
+    return flush(c, run, advance);
+  }
+
+  /**
+   * Runs a run of messages with the same statement, and empties it; a row statement also advances the
+   * progress rows when {@code advance} is given (returns whether it did).
+   */
+  private boolean flush(Connection c, List<Bound> run, Map<Long, Long> advance) throws SQLException {
+    if (run.isEmpty()) {
+      return false;
     }
+    Bound first = run.get(0);
+    boolean advanced = false;
+    if (first.setSql != null) {
+      StringBuilder rows = new StringBuilder(run.size() * 64).append('[');
+      for (int i = 0; i < run.size(); i++) {
+        rows.append(i == 0 ? "" : ",").append(run.get(i).values.get(0));
+      }
+      advanced = advance != null && !advance.isEmpty();
+      PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + first.setSql : first.setSql);
+      if (advanced) {
+        bindAdvance(c, st, advance);
+      }
+      st.setObject(advanced ? 4 : 1, rows.append(']').toString(), Types.OTHER);
+      st.executeUpdate();
+    } else {
+      PreparedStatement st = prepared(c, first.sql);
+      for (Bound b : run) {
+        b.set(st);
+        st.addBatch();
+      }
+      st.executeBatch();
+    }
+    run.clear();
+    return advanced;
   }
 
   private void applyOne(Connection c, Message m) throws SQLException, DataError {
@@ -498,8 +565,15 @@ final class Sink {
     st.execute();
   }
 
-  /** A statement and the text values of its parameters. */
-  private record Bound(String sql, List<String> values) {
+  /**
+   * A statement and the text values of its parameters; for a row statement ({@code values} is the row's
+   * JSON) also {@code setSql}, the same statement over a JSON array of such rows, else null.
+   */
+  private record Bound(String sql, List<String> values, String setSql) {
+    Bound(String sql, List<String> values) {
+      this(sql, values, null);
+    }
+
     void set(PreparedStatement st) throws SQLException {
       for (int i = 0; i < values.size(); i++) {
         if (values.get(i) == null) {
@@ -592,23 +666,53 @@ final class Sink {
         cols.add(Ident.quote(col));
       }
     }
+    String key = String.join(",", cols) + (upsert ? "|u" : "|a"); // the statements are cached per column shape
+    String[] sqls = rowSql.computeIfAbsent(key, k -> rowSql(cols, upsert));
+    return new Bound(sqls[0], List.of(json(row)), sqls[1]);
+  }
+
+  /**
+   * The insert (or upsert) of one row from {@code jsonb_populate_record}, and of a JSON array of rows:
+   * for the array, each element populated the same way, in array order; an upsert keeps only the last row
+   * per key (a row whose key has a NULL stays on its own, as the unique index would see it), since one
+   * {@code insert ... on conflict} cannot touch a row twice.
+   */
+  private String[] rowSql(List<String> cols, boolean upsert) {
+    String t = spec.qualifiedTable();
     String list = String.join(", ", cols);
-    StringBuilder sql = new StringBuilder("insert into ").append(spec.qualifiedTable()).append(" (").append(list)
-        .append(") select ").append(list).append(" from jsonb_populate_record(null::").append(spec.qualifiedTable())
-        .append(", ?::jsonb)");
+    List<String> p = new ArrayList<>();
+    cols.forEach(col -> p.add("p." + col));
+    String one = "insert into " + t + " (" + list + ") select " + list + " from jsonb_populate_record(null::" + t
+        + ", ?::jsonb)";
+    String from = " from jsonb_array_elements(?::jsonb) with ordinality e(j, n) cross join lateral"
+        + " jsonb_populate_record(null::" + t + ", e.j) p";
+    String many;
     if (upsert) {
       List<String> keys = new ArrayList<>();
       table.key().forEach(k -> keys.add(Ident.quote(k)));
-      sql.append(" on conflict (").append(String.join(", ", keys)).append(")");
+      List<String> pk = new ArrayList<>();
+      List<String> nulls = new ArrayList<>();
+      for (String k : keys) {
+        pk.add("p." + k);
+        nulls.add("p." + k + " is null");
+      }
+      String distinct = String.join(", ", pk) + ", (case when " + String.join(" or ", nulls) + " then e.n end)";
+      many = "insert into " + t + " (" + list + ") select distinct on (" + distinct + ") " + String.join(", ", p)
+          + from + " order by " + distinct + ", e.n desc";
       List<String> sets = new ArrayList<>();
       for (String col : cols) {
         if (!keys.contains(col)) {
           sets.add(col + " = excluded." + col);
         }
       }
-      sql.append(sets.isEmpty() ? " do nothing" : " do update set " + String.join(", ", sets));
+      String conflict = " on conflict (" + String.join(", ", keys) + ")"
+          + (sets.isEmpty() ? " do nothing" : " do update set " + String.join(", ", sets));
+      one += conflict;
+      many += conflict;
+    } else {
+      many = "insert into " + t + " (" + list + ") select " + String.join(", ", p) + from + " order by e.n";
     }
-    return new Bound(sql.toString(), List.of(json(row)));
+    return new String[] {one, many};
   }
 
   private Bound sql(Message m) {
@@ -697,8 +801,16 @@ final class Sink {
     return e.getMessage();
   }
 
-  /** Acknowledges what the committed batch did, in offset order; held partitions go back without an attempt. */
-  private void settle(Outcome o) throws GiveBack, InterruptedException {
+  /**
+   * Acknowledges what the committed batch did, in offset order; held partitions go back without an attempt.
+   * The common case, every message completed, is returned for the loop to acknowledge without waiting: the
+   * next batch's target transaction then runs while that ack commits (a lost ack only redelivers messages
+   * the progress rows make no-ops).
+   */
+  private List<Message> settle(Outcome o) throws GiveBack, InterruptedException {
+    if (o.dead.isEmpty() && o.held.isEmpty()) {
+      return o.done;
+    }
     if (o.dead.isEmpty()) {
       if (!o.done.isEmpty()) {
         host.queen().ack(o.done);
@@ -722,5 +834,6 @@ final class Sink {
       Thread.sleep(Math.min(2_000, 100L * spec.maxAttempts()));
       throw new GiveBack("a refused message is tried again");
     }
+    return List.of();
   }
 }

@@ -1,0 +1,290 @@
+package io.queen.examples.bench;
+
+import io.queen.ConnectorStatus;
+import io.queen.Message;
+import io.queen.Queen;
+import io.queen.SubscriptionMode;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Locale;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import org.postgresql.PGConnection;
+import org.postgresql.PGProperty;
+import org.postgresql.replication.LogSequenceNumber;
+import org.postgresql.replication.PGReplicationStream;
+
+/**
+ * The source connector's figures. {@code RATIO source_vs_raw}: rows per second from the WAL into Queen (a 100,000-row
+ * load committed in transactions of 100 while the source is disabled, then drained: from its first message to the
+ * last) against the raw pgoutput decode rate of the same WAL (a second slot on the same publication read with
+ * pgjdbc's replication stream, every message parsed down to its column texts, then discarded), same run.
+ * {@code FIGURE source_e2e_latency_p50_ms}: commit on the table to message stored in Queen (the row's
+ * {@code clock_timestamp()} against the message's {@code createdAt}, both the database's clock) at 200
+ * transactions per second.
+ */
+final class SourceBench {
+  private static final int ROWS = 100_000;
+  private static final int PER_TX = 100;
+  private static final String NAME = "bench-src";
+
+  private final QueenBenchmark bench;
+
+  SourceBench(QueenBenchmark bench) {
+    this.bench = bench;
+  }
+
+  void sourceVsRaw() throws Exception {
+    Queen queen = bench.queen();
+    int rows = (int) Math.max(PER_TX * 10, ROWS * bench.scale()) / PER_TX * PER_TX;
+    String q = "bench-src-" + Long.toHexString(System.nanoTime());
+    sql("drop table if exists src_rows", "create table src_rows (id bigint primary key, customer jsonb not null,"
+        + " total numeric(12,2) not null, note text, at timestamptz not null default clock_timestamp())");
+    String doc = "{\"kind\":\"source\",\"enabled\":%s,\"source\":{\"tables\":[{\"table\":\"public.src_rows\",\"queue\":\""
+        + q + "\"}],\"snapshot\":\"never\"}}";
+    queen.connectors().put(NAME, String.format(Locale.ROOT, doc, "true"));
+    awaitPhase(queen, "streaming");
+    // the backlog: the source stopped (its slot stays), a raw slot on the same publication, the load
+    queen.connectors().put(NAME, String.format(Locale.ROOT, doc, "false"));
+    awaitPhase(queen, "disabled");
+    String publication = "queen_bench_src";
+    sql("select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_raw'",
+        "select pg_create_logical_replication_slot('bench_raw', 'pgoutput')");
+    try (Connection c = bench.db().connection(); PreparedStatement st = c.prepareStatement("insert into src_rows"
+        + " (id, customer, total, note) select g, jsonb_build_object('name', 'c' || g, 'tier', 'gold'), (g % 1000) + 0.25,"
+        + " 'row ' || g from generate_series(?::bigint, ?::bigint) g")) {
+      for (int from = 1; from <= rows; from += PER_TX) {
+        st.setLong(1, from);
+        st.setLong(2, from + PER_TX - 1);
+        st.executeUpdate();
+      }
+    }
+    long endLsn = lsn("select pg_current_wal_lsn()");
+
+    // raw: the same WAL decoded and discarded
+    long r0 = System.nanoTime();
+    long decodedRows = rawDecode(publication, endLsn, rows);
+    double rawSeconds = (System.nanoTime() - r0) / 1e9;
+
+    // Queen: the source drains the backlog, timed from its first message to its last
+    queen.connectors().put(NAME, String.format(Locale.ROOT, doc, "true"));
+    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(10);
+    long firstAt = 0;
+    long firstCount = 0;
+    long count = 0;
+    while (System.nanoTime() < deadline) {
+      ConnectorStatus s = queen.connectors().status(NAME).orElse(null);
+      count = s == null ? 0 : s.counters().getOrDefault("messages", 0L);
+      if (count > 0 && firstAt == 0) {
+        firstAt = System.nanoTime();
+        firstCount = count;
+      }
+      if (count >= rows) {
+        break;
+      }
+      if (s != null && "error".equals(s.phase())) {
+        throw new IllegalStateException("source error " + s.errorCode() + ": " + s.error());
+      }
+      Thread.sleep(5);
+    }
+    long end = System.nanoTime();
+    if (count < rows) {
+      throw new IllegalStateException("the source pushed " + count + " of " + rows + " changes in time");
+    }
+    double queenSeconds = (end - firstAt) / 1e9;
+    double queenRate = (rows - firstCount) / queenSeconds;
+    double rawRate = decodedRows / rawSeconds;
+    double ratio = queenRate / rawRate;
+    QueenBenchmark.say(String.format(Locale.ROOT, "  source: %,d changes in %.2f s; raw pgoutput decode: %,d rows in %.2f s",
+        rows - firstCount, queenSeconds, decodedRows, rawSeconds));
+    bench.row("source_vs_raw", QueenBenchmark.num(queenRate, 0), QueenBenchmark.num(rawRate, 0), "rows/s",
+        QueenBenchmark.num(ratio, 3), ">= 0.5", ratio >= 0.5 ? "met" : "MISSED", String.format(Locale.ROOT,
+            "%,d rows inserted in transactions of %d, drained from the slot into Queen vs read and decoded by pgjdbc",
+            rows, PER_TX));
+    bench.line("RATIO source_vs_raw " + QueenBenchmark.num(ratio, 3));
+    bench.line(QueenBenchmark.figure("source_rows_per_s", queenRate, "rows/s"));
+
+    // latency at moderate load: 200 one-row transactions per second for 5 s
+    latency(queen, q, rows);
+    queen.connectors().delete(NAME);
+    sql("select pg_drop_replication_slot('bench_raw')");
+    bench.deleteQueue(queen, q);
+  }
+
+  private void latency(Queen queen, String q, int after) throws Exception {
+    int n = (int) Math.max(200, 1000 * bench.scale());
+    try (Connection c = bench.db().connection(); PreparedStatement st = c.prepareStatement(
+        "insert into src_rows (id, customer, total) values (?, '{}', 1)")) {
+      long t0 = System.nanoTime();
+      for (int i = 1; i <= n; i++) {
+        st.setLong(1, after + i);
+        st.executeUpdate();
+        long due = t0 + i * 5_000_000L; // 200 per second
+        long wait = due - System.nanoTime();
+        if (wait > 0) {
+          Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+        }
+      }
+    }
+    // the messages of those rows, and each row's commit-time stamp
+    List<Double> lags = new ArrayList<>();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    java.util.Map<Long, java.time.Instant> at = new java.util.HashMap<>();
+    try (Connection c = bench.db().connection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select id, at from src_rows where id > " + after)) {
+      while (rs.next()) {
+        at.put(rs.getLong(1), rs.getTimestamp(2).toInstant());
+      }
+    }
+    while (lags.size() < n && System.nanoTime() < deadline) {
+      List<Message> got = queen.queue(q).group("latency").subscription(SubscriptionMode.ALL).autoAck(true)
+          .batch(1000).partitions(1000).waitFor(Duration.ofMillis(200)).pop();
+      for (Message m : got) {
+        long id = m.payload().get("after").get("id").asLong();
+        java.time.Instant committed = at.get(id);
+        if (committed != null) {
+          lags.add(Duration.between(committed, m.createdAt()).toNanos() / 1e6);
+        }
+      }
+    }
+    Collections.sort(lags);
+    double p50 = lags.isEmpty() ? Double.NaN : lags.get(lags.size() / 2);
+    double p99 = lags.isEmpty() ? Double.NaN : lags.get(Math.min(lags.size() - 1, (int) (lags.size() * 0.99)));
+    QueenBenchmark.say(String.format(Locale.ROOT, "  source latency at 200 tx/s: %d rows, p50 %.1f ms, p99 %.1f ms",
+        lags.size(), p50, p99));
+    bench.line(QueenBenchmark.figure("source_e2e_latency_p50_ms", p50, "ms"));
+    bench.line(QueenBenchmark.figure("source_e2e_latency_p99_ms", p99, "ms"));
+  }
+
+  /** Reads the raw slot from its start to {@code endLsn}, parsing every change down to its column texts. */
+  private long rawDecode(String publication, long endLsn, int expectRows) throws SQLException {
+    Properties p = new Properties();
+    PGProperty.USER.set(p, bench.db().user());
+    if (bench.db().password() != null) {
+      PGProperty.PASSWORD.set(p, bench.db().password());
+    }
+    PGProperty.REPLICATION.set(p, "database");
+    PGProperty.ASSUME_MIN_SERVER_VERSION.set(p, "9.4");
+    PGProperty.PREFER_QUERY_MODE.set(p, "simple");
+    long rows = 0;
+    try (Connection c = DriverManager.getConnection(bench.db().jdbcUrl(), p)) {
+      PGReplicationStream stream = c.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
+          .withSlotName("bench_raw").withSlotOption("proto_version", 1)
+          .withSlotOption("publication_names", publication).withStatusInterval(5, TimeUnit.SECONDS)
+          .withAutomaticFlush(false).start();
+      long lastCommitEnd = 0;
+      while (rows < expectRows) {
+        ByteBuffer b = stream.read();
+        rows += parse(b);
+        if (b.get(b.position()) == 'C') {
+          lastCommitEnd = stream.getLastReceiveLSN().asLong();
+        }
+      }
+      stream.setFlushedLSN(LogSequenceNumber.valueOf(lastCommitEnd));
+      stream.close();
+    }
+    return rows;
+  }
+
+  /** One pgoutput message parsed as a decoder would (tuples into strings); returns 1 for a row change. */
+  private static int parse(ByteBuffer buf) {
+    ByteBuffer b = buf.duplicate();
+    char tag = (char) b.get();
+    switch (tag) {
+      case 'I' -> {
+        b.getInt();
+        b.get();
+        tuple(b);
+        return 1;
+      }
+      case 'U', 'D' -> {
+        b.getInt();
+        char k = (char) b.get();
+        tuple(b);
+        if (tag == 'U' && k != 'N') {
+          b.get();
+          tuple(b);
+        }
+        return 1;
+      }
+      case 'R' -> {
+        b.getInt();
+        cstring(b);
+        cstring(b);
+        b.get();
+        int n = b.getShort();
+        for (int i = 0; i < n; i++) {
+          b.get();
+          cstring(b);
+          b.getInt();
+          b.getInt();
+        }
+        return 0;
+      }
+      default -> {
+        return 0;
+      }
+    }
+  }
+
+  private static String[] tuple(ByteBuffer b) {
+    int n = b.getShort();
+    String[] out = new String[n];
+    for (int i = 0; i < n; i++) {
+      if (b.get() == 't') {
+        int len = b.getInt();
+        out[i] = new String(b.array(), b.arrayOffset() + b.position(), len, StandardCharsets.UTF_8);
+        b.position(b.position() + len);
+      }
+    }
+    return out;
+  }
+
+  private static String cstring(ByteBuffer b) {
+    int start = b.position();
+    while (b.get() != 0) {
+      // to the NUL
+    }
+    return new String(b.array(), b.arrayOffset() + start, b.position() - start - 1, StandardCharsets.UTF_8);
+  }
+
+  private void awaitPhase(Queen queen, String phase) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (System.nanoTime() < deadline) {
+      ConnectorStatus s = queen.connectors().status(NAME).orElse(null);
+      if (s != null && s.phase().equals(phase)) {
+        return;
+      }
+      if (s != null && "error".equals(s.phase())) {
+        throw new IllegalStateException("source error " + s.errorCode() + ": " + s.error());
+      }
+      Thread.sleep(20);
+    }
+    throw new IllegalStateException("the source did not reach phase " + phase + " in 60 s");
+  }
+
+  private long lsn(String query) throws SQLException {
+    try (Connection c = bench.db().connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(query)) {
+      rs.next();
+      return LogSequenceNumber.valueOf(rs.getString(1)).asLong();
+    }
+  }
+
+  private void sql(String... statements) throws SQLException {
+    try (Connection c = bench.db().connection(); Statement st = c.createStatement()) {
+      for (String s : statements) {
+        st.execute(s);
+      }
+    }
+  }
+}
