@@ -450,6 +450,41 @@ class ChunkedSnapshotTest {
   }
 
   @Test
+  void tablesAreCopiedInDocumentOrderAndProgressNamesTheTable() throws Exception {
+    sql("CREATE TABLE second_t (id int PRIMARY KEY, v text)", "CREATE TABLE nothing_t (id int PRIMARY KEY)",
+        "CREATE TABLE first_t (code text PRIMARY KEY)",
+        "INSERT INTO second_t SELECT g, 'v' FROM generate_series(1, 25) g",
+        "INSERT INTO first_t SELECT 'c' || g FROM generate_series(1, 12) g");
+    ChunkedSnapshot.Table first = table("first_t");
+    ChunkedSnapshot.Table empty = table("nothing_t");
+    ChunkedSnapshot.Table second = table("second_t");
+    Connection dc = db.connection();
+    toClose.add(dc);
+    SnapshotDriver d = new SnapshotDriver(dc, first, empty, second);
+    toClose.add(d);
+    ChunkedSnapshot s = new ChunkedSnapshot(List.of(first, empty, second), 10, db::connection, SnapshotDriver::utc,
+        new SnapshotDriver.TestEvents(), rowsCounted::addAndGet, r -> new Thread(r, "queen-test-snapshot"));
+    toClose.add(s);
+    d.start(s);
+    s.start();
+    awaitDone(s);
+    d.drain();
+    List<String> tables = d.events().stream().map(e -> e.payload().path("table").asText()).distinct().toList();
+    assertThat(tables).containsExactly("public.first_t", "public.second_t");
+    assertThat(d.events()).hasSize(37);
+    assertThat(d.progress().get(0).toString())
+        .isEqualTo("{\"table\":0,\"name\":\"public.first_t\",\"last\":[\"c7\"],\"max\":[\"c9\"],\"done\":false}");
+    assertThat(d.progress().get(d.progress().size() - 1).path("done").asBoolean()).isTrue();
+
+    // a stored progress that names another table than the document at that place is refused
+    ChunkedSnapshot other = new ChunkedSnapshot(List.of(second, first), 10, db::connection, SnapshotDriver::utc,
+        new SnapshotDriver.TestEvents(), n -> {}, r -> new Thread(r, "queen-test-snapshot"));
+    toClose.add(other);
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> other.restore(d.progress().get(0)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("resync the source");
+  }
+
+  @Test
   void aNullProgressStartsCleanAndAnEmptyTableIsDoneAtOnce() throws Exception {
     sql("CREATE TABLE empty_t (id int PRIMARY KEY)");
     ChunkedSnapshot.Table t = table("empty_t");

@@ -74,7 +74,6 @@ final class SnapshotDriver implements AutoCloseable {
   }
 
   final DecodingSlot slot;
-  final ChunkedSnapshot.Table table;
   final AtomicReference<ChunkedSnapshot> hook = new AtomicReference<>();
   final List<SourceEvent> pushed = new ArrayList<>(); // guarded by this
   final List<JsonNode> progressAtHw = new ArrayList<>(); // guarded by this
@@ -89,9 +88,9 @@ final class SnapshotDriver implements AutoCloseable {
   private volatile boolean running = true;
   private final Thread thread;
 
-  SnapshotDriver(Connection c, ChunkedSnapshot.Table table) throws SQLException {
-    this.slot = new DecodingSlot(c, ChunkedSnapshot.quote(table.schema()) + "." + ChunkedSnapshot.quote(table.name()));
-    this.table = table;
+  SnapshotDriver(Connection c, ChunkedSnapshot.Table... tables) throws SQLException {
+    this.slot = new DecodingSlot(c, java.util.Arrays.stream(tables)
+        .map(t -> ChunkedSnapshot.quote(t.schema()) + "." + ChunkedSnapshot.quote(t.name())).toArray(String[]::new));
     this.thread = new Thread(this::loop, "snapshot-driver");
   }
 
@@ -157,7 +156,8 @@ final class SnapshotDriver implements AutoCloseable {
   }
 
   private void change(String op, PgMessage.Relation rel, PgMessage.Tuple keyTuple, PgMessage.Tuple row) {
-    SourceEvent e = event(op, table, rel, row, commitLsn, 0, seq, "pg:test:" + PgLsn.hex16(commitLsn) + ":" + seq);
+    ChunkedSnapshot.Table t = new ChunkedSnapshot.Table(rel.schema(), rel.name(), "q_" + rel.name(), List.of(), false);
+    SourceEvent e = event(op, t, rel, row, commitLsn, 0, seq, "pg:test:" + PgLsn.hex16(commitLsn) + ":" + seq);
     seq++;
     hook.get().onChange(rel, keyTuple, xid, e);
     pushed.add(e);
