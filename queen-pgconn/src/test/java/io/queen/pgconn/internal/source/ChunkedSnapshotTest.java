@@ -71,7 +71,7 @@ class ChunkedSnapshotTest {
   }
 
   ChunkedSnapshot snapshot(ChunkedSnapshot.Table t, int chunkRows) {
-    ChunkedSnapshot s = new ChunkedSnapshot(List.of(t), chunkRows, db::connection, SnapshotDriver::utc,
+    ChunkedSnapshot s = new ChunkedSnapshot(List.of(t), chunkRows, db::connection, Values::apply,
         new SnapshotDriver.TestEvents(), rowsCounted::addAndGet,
         r -> new Thread(r, "queen-test-snapshot"));
     toClose.add(s);
@@ -462,7 +462,7 @@ class ChunkedSnapshotTest {
     toClose.add(dc);
     SnapshotDriver d = new SnapshotDriver(dc, first, empty, second);
     toClose.add(d);
-    ChunkedSnapshot s = new ChunkedSnapshot(List.of(first, empty, second), 10, db::connection, SnapshotDriver::utc,
+    ChunkedSnapshot s = new ChunkedSnapshot(List.of(first, empty, second), 10, db::connection, Values::apply,
         new SnapshotDriver.TestEvents(), rowsCounted::addAndGet, r -> new Thread(r, "queen-test-snapshot"));
     toClose.add(s);
     d.start(s);
@@ -477,7 +477,7 @@ class ChunkedSnapshotTest {
     assertThat(d.progress().get(d.progress().size() - 1).path("done").asBoolean()).isTrue();
 
     // a stored progress that names another table than the document at that place is refused
-    ChunkedSnapshot other = new ChunkedSnapshot(List.of(second, first), 10, db::connection, SnapshotDriver::utc,
+    ChunkedSnapshot other = new ChunkedSnapshot(List.of(second, first), 10, db::connection, Values::apply,
         new SnapshotDriver.TestEvents(), n -> {}, r -> new Thread(r, "queen-test-snapshot"));
     toClose.add(other);
     org.assertj.core.api.Assertions.assertThatThrownBy(() -> other.restore(d.progress().get(0)))

@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -190,15 +189,5 @@ final class SnapshotDriver implements AutoCloseable {
     thread.interrupt();
     thread.join(10_000);
     slot.close();
-  }
-
-  /** UTC, ISO dates, postgres intervals, hex bytea: the walsender's output settings. */
-  static void utc(Connection c) throws SQLException {
-    try (Statement st = c.createStatement()) {
-      st.execute("SET TimeZone = 'UTC'");
-      st.execute("SET DateStyle = 'ISO'");
-      st.execute("SET IntervalStyle = 'postgres'");
-      st.execute("SET bytea_output = 'hex'");
-    }
   }
 }
