@@ -84,23 +84,22 @@ class SourceSnapshotTest {
           total      numeric(12,2) NOT NULL,
           created_at timestamptz NOT NULL DEFAULT now()
         )""", """
-        INSERT INTO orders (id, customer, status, total) VALUES
-          (1, '{"name": "Ada", "tier": "gold"}', 'new', 42.00),
-          (2, '{"name": "Linus", "tier": "silver"}', 'new', 17.50)""");
+        INSERT INTO orders (id, customer, status, total, created_at) VALUES
+          (1, '{"name": "Ada", "tier": "gold"}', 'new', 42.00, '2026-10-03 06:14:39.365472+00'),
+          (2, '{"name": "Linus", "tier": "silver"}', 'new', 17.50, '2026-10-03 06:14:39.365472+00')""");
     queen.connectors().put("orders-src", """
         {"kind": "source", "source": {"tables": [{"table": "public.orders", "queue": "orders"}]}}""");
-    List<Message> snapshot = read("orders", 2);
+    List<Message> snapshot = new ArrayList<>(read("orders", 2));
+    snapshot.sort(java.util.Comparator.comparing(Message::partition)); // two partitions: no order between them
     await().atMost(Duration.ofSeconds(30)).until(() -> status("orders-src").phase().equals("streaming"));
     assertThat(snapshot).extracting(Message::partition).containsExactly("1", "2");
     JsonNode r1 = snapshot.get(0).payload();
     JsonNode r2 = snapshot.get(1).payload();
-    String createdAt = rows("select to_char(created_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
-        + " || '+00:00' from orders where id = 1").get(0);
     assertThat(r1.get("op").asText()).isEqualTo("r");
     assertThat(r1.get("table").asText()).isEqualTo("public.orders");
     assertThat(r1.get("key")).isEqualTo(EXACT.readTree("{\"id\":1}"));
     assertThat(r1.get("after")).isEqualTo(EXACT.readTree("{\"id\":1,\"customer\":{\"name\":\"Ada\",\"tier\":\"gold\"},"
-        + "\"status\":\"new\",\"total\":42.00,\"created_at\":\"" + createdAt + "\"}"));
+        + "\"status\":\"new\",\"total\":42.00,\"created_at\":\"2026-10-03T06:14:39.365472+00:00\"}"));
     assertThat(r1.get("after").get("total").toString()).isEqualTo("42.00");
     assertThat(r2.get("after").get("total").toString()).isEqualTo("17.50");
     assertThat(r1.get("before").isNull()).isTrue();

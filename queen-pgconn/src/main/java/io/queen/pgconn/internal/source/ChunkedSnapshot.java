@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.pgconn.internal.SourceSpec;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.sql.Array;
@@ -27,6 +28,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.LongConsumer;
 import org.slf4j.Logger;
@@ -247,7 +249,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   /** Test seam: the chunk transaction imports this exported snapshot (reproduces the visibility race). */
   volatile String importSnapshot;
   /** Test seam: told "lw" once a low watermark is written, before the chunk is read. */
-  volatile java.util.function.Consumer<String> phases = p -> {};
+  volatile Consumer<String> phases = p -> {};
 
   /**
    * @param tables the source's tables in document order
@@ -285,10 +287,10 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
    * The snapshot of a source: its tables in document order, {@code snapshotChunkRows}, events with the source's
    * epoch, rows counted into {@code queen_pg_source_snapshot_rows_total}.
    */
-  static ChunkedSnapshot forSource(io.queen.pgconn.internal.SourceSpec spec, String epoch, Connector normal,
+  static ChunkedSnapshot forSource(SourceSpec spec, String epoch, Connector normal,
       LongConsumer rows, Function<Runnable, Thread> threads) {
     List<Table> tables = new ArrayList<>();
-    for (io.queen.pgconn.internal.SourceSpec.Table t : spec.tables()) {
+    for (SourceSpec.Table t : spec.tables()) {
       tables.add(new Table(t.schema(), t.table(), t.queue(), t.partitionBy(), t.single()));
     }
     return new ChunkedSnapshot(tables, spec.snapshotChunkRows(), normal, Values::apply, new SnapshotEvents(epoch),
