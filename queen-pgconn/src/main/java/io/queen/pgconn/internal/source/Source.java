@@ -155,10 +155,12 @@ public final class Source {
   void committed(int events, int txs, Pointer p, long commitMicros) {
     messages.addAndGet(events);
     transactions.addAndGet(txs);
-    bundles.incrementAndGet();
     meters.messages(events);
     meters.transactions(txs);
-    meters.bundle();
+    if (events > 0 || txs > 0) { // an idle advance (the pointer alone) is not a bundle
+      bundles.incrementAndGet();
+      meters.bundle();
+    }
     pointerLsn = p.lsn();
     if (commitMicros != 0) {
       lastCommitMicros = commitMicros;
