@@ -90,6 +90,9 @@ public final class DemoMain {
       // 6. a queue written into a table by a sink connector, exactly once
       SinkDemo.run(queen, db.dataSource(), DemoMain::say);
 
+      // 7. a table streamed into a queue through logical replication, and back into a table (the seed's Try it)
+      SourceDemo.run(queen, db.dataSource(), DemoMain::say);
+
       queen.status().queues().forEach(qs -> qs.groups().forEach(g -> say("status: queue " + qs.name() + ", "
           + (g.name().equals(Queen.DEFAULT_GROUP) ? "the queue's default group" : "group " + g.name()) + ": lag "
           + g.lag() + ", dead letters " + g.deadLetters())));

@@ -13,10 +13,20 @@ public interface SnapshotHook {
   String PREFIX = "queen-snap";
 
   /**
-   * A change the stream is about to push (commit order). {@code xid} is the source transaction id; the
-   * snapshot drops a buffered row whose key a change inside the open window touched.
+   * A change the stream is about to push (commit order). {@code xid} is the source transaction id (Begin's
+   * 32 bits); the snapshot drops a buffered row whose key a change inside the open window touched.
+   * {@code keyTuple} holds the key this event is about: the new row for an insert or update, the old key for a
+   * delete. An update that changes the key is reported for both keys (its {@code d} and {@code c}, or twice
+   * with the old key tuple and the new row when it stays one {@code u}). The event's {@code unchanged} names the
+   * TOASTed columns it did not carry.
    */
   void onChange(PgMessage.Relation relation, PgMessage.Tuple keyTuple, long xid, SourceEvent event);
+
+  /**
+   * A Relation message ('R') for any table, in stream order (a table's shape, sent again after a schema
+   * change). The snapshot re-reads a chunk whose table changed shape inside its window.
+   */
+  default void onRelation(PgMessage.Relation relation) {}
 
   /**
    * A logical message with prefix {@link #PREFIX} at {@code m.lsn()}. Returns the events to push in the same
@@ -33,4 +43,10 @@ public interface SnapshotHook {
 
   /** Whether every table has been copied (the phase is {@code streaming}, not {@code snapshot}). */
   boolean done();
+
+  /** After {@link #restore} and once the stream runs: starts the snapshot's own work (its chunk thread). */
+  default void start() {}
+
+  /** When the stream stops: stops that work. Idempotent. */
+  default void close() {}
 }

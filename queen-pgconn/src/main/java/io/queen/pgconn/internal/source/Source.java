@@ -372,7 +372,7 @@ public final class Source {
           note = null;
         }
         long lsn = codec.parseLsn(cp);
-        Pointer fresh = new Pointer(lsn, 0, true, lsn, codec.newEpoch(), null, false);
+        Pointer fresh = new Pointer(lsn, 0, false, lsn, codec.newEpoch(), null, false);
         KvWriteResult w = host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(spec.name()),
             fresh.json(host.mapper(), codec), Kv.forever().expect(pv));
         if (!w.applied()) {
@@ -402,7 +402,9 @@ public final class Source {
       }
       pointerLsn = pointer.lsn();
       SnapshotFactory f = snapshots;
-      SnapshotHook h = spec.snapshotFirst() && f != null ? f.open(spec, pointer.epoch(), this) : null;
+      SnapshotHook h = !spec.snapshotFirst() ? null : f != null ? f.open(spec, pointer.epoch(), this)
+          : ChunkedSnapshot.forSource(spec, pointer.epoch(), () -> conns.normal(codec), this::snapshotRows,
+              r -> host.newThread("pg-" + spec.name() + "-snapshot", r));
       if (h != null) {
         h.restore(pointer.snapshot());
       }
@@ -431,6 +433,9 @@ public final class Source {
         throw e;
       }
       stream = s;
+      if (h != null) {
+        h.start();
+      }
       lastCode = null;
       lastError = null;
       note = null;
@@ -440,6 +445,9 @@ public final class Source {
       try {
         watch(s, normal);
       } finally {
+        if (h != null) {
+          h.close();
+        }
         s.stop();
         stream = null;
       }

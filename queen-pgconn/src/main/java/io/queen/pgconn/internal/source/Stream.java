@@ -421,6 +421,9 @@ final class Stream {
     SourceEvent e = new SourceEvent(table.queue(), codec.partition(rel, row, table), id, payload);
     if (hook != null) {
       hook.onChange(rel, row, piece.xid(), e);
+      if ("u".equals(op) && before != null) {
+        hook.onChange(rel, before, piece.xid(), e); // a key change within one partition: the old key too
+      }
     }
     out.add(e);
   }
@@ -478,9 +481,11 @@ final class Stream {
     }
     List<SourceEvent> events = hook.onMarker(m);
     long flush = Long.compareUnsigned(m.lsn(), p.flush()) > 0 ? m.lsn() : p.flush();
-    Pointer next = new Pointer(m.lsn(), 0, true, flush, p.epoch(), hook.progress(), false);
-    commit(events, next, 0, 0);
-    source.snapshotRows(events.size());
+    // a marker's LSN is the end of its record, which is where the next record starts, possibly a commit: the
+    // pointer says "none of a transaction committed at this LSN is in" (count 0, not complete), or that
+    // transaction would be taken as pushed and dropped
+    Pointer next = new Pointer(m.lsn(), 0, false, flush, p.epoch(), hook.progress(), false);
+    commit(events, next, 0, 0); // the hook counts its rows (fills are not rows)
   }
 
   /** R4: nothing in flight; the pointer moves to the WAL end first, then the slot is confirmed there. */
@@ -489,7 +494,8 @@ final class Stream {
     if (Long.compareUnsigned(walEnd, p.flush()) <= 0 || Long.compareUnsigned(walEnd, p.lsn()) <= 0) {
       return;
     }
-    Pointer next = new Pointer(walEnd, 0, true, walEnd, p.epoch(), hook == null ? p.snapshot() : hook.progress(),
+    // walEnd is where the next record starts, possibly a commit not yet received: none of it is in (as a marker)
+    Pointer next = new Pointer(walEnd, 0, false, walEnd, p.epoch(), hook == null ? p.snapshot() : hook.progress(),
         false);
     commit(List.of(), next, 0, 0);
   }
@@ -509,9 +515,8 @@ final class Stream {
     KvWriteResult w = r.writes().get(r.writes().size() - 1);
     pointerVersion = w.version();
     pointer = next;
-    if (next.complete()) {
-      confirm.accumulateAndGet(next.flush(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
-    }
+    // flush is always safe to confirm: a piece short of its transaction's end keeps the previous one
+    confirm.accumulateAndGet(next.flush(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
     source.committed(events.size(), transactions, next, commitMicros);
   }
 }

@@ -1,0 +1,245 @@
+package io.queen.pgconn;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
+import io.queen.ConnectorStatus;
+import io.queen.Message;
+import io.queen.Queen;
+import io.queen.SubscriptionMode;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The source's initial snapshot through the stream runtime: the seed's "Try it" flow whole (the two rows already
+ * there arrive as {@code r} events in partitions 1 and 2, then the stream's changes, then a cdc sink copies them),
+ * and a table copied in small chunks while a writer keeps changing it.
+ */
+@QueenPostgres
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class SourceSnapshotTest {
+  static final ObjectMapper EXACT = new ObjectMapper().enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+      .configure(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES, false);
+  Queen queen;
+  TestDatabase db;
+
+  @BeforeEach
+  void start(TestDatabase db) {
+    this.db = db;
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200)).start();
+  }
+
+  @AfterEach
+  void stop() {
+    queen.close();
+  }
+
+  void sql(String... statements) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      for (String s : statements) {
+        st.execute(s);
+      }
+    }
+  }
+
+  List<Message> read(String queue, int n) {
+    List<Message> out = new ArrayList<>();
+    await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(50)).until(() -> {
+      out.addAll(queen.queue(queue).group("reader").subscription(SubscriptionMode.ALL).autoAck(true)
+          .batch(100).partitions(100).pop());
+      return out.size() >= n;
+    });
+    return out;
+  }
+
+  ConnectorStatus status(String name) {
+    return queen.connectors().status(name).orElseThrow();
+  }
+
+  @Test
+  void theSeedsTryItFlowStartsWithTheTwoRowsAsReadEvents() throws Exception {
+    sql("""
+        CREATE TABLE orders (
+          id         bigint PRIMARY KEY,
+          customer   jsonb NOT NULL,
+          status     text NOT NULL,
+          total      numeric(12,2) NOT NULL,
+          created_at timestamptz NOT NULL DEFAULT now()
+        )""", """
+        INSERT INTO orders (id, customer, status, total, created_at) VALUES
+          (1, '{"name": "Ada", "tier": "gold"}', 'new', 42.00, '2026-10-03 06:14:39.365472+00'),
+          (2, '{"name": "Linus", "tier": "silver"}', 'new', 17.50, '2026-10-03 06:14:39.365472+00')""");
+    queen.connectors().put("orders-src", """
+        {"kind": "source", "source": {"tables": [{"table": "public.orders", "queue": "orders"}]}}""");
+    List<Message> snapshot = new ArrayList<>(read("orders", 2));
+    snapshot.sort(java.util.Comparator.comparing(Message::partition)); // two partitions: no order between them
+    await().atMost(Duration.ofSeconds(30)).until(() -> status("orders-src").phase().equals("streaming"));
+    assertThat(snapshot).extracting(Message::partition).containsExactly("1", "2");
+    JsonNode r1 = snapshot.get(0).payload();
+    JsonNode r2 = snapshot.get(1).payload();
+    assertThat(r1.get("op").asText()).isEqualTo("r");
+    assertThat(r1.get("table").asText()).isEqualTo("public.orders");
+    assertThat(r1.get("key")).isEqualTo(EXACT.readTree("{\"id\":1}"));
+    assertThat(r1.get("after")).isEqualTo(EXACT.readTree("{\"id\":1,\"customer\":{\"name\":\"Ada\",\"tier\":\"gold\"},"
+        + "\"status\":\"new\",\"total\":42.00,\"created_at\":\"2026-10-03T06:14:39.365472+00:00\"}"));
+    assertThat(r1.get("after").get("total").toString()).isEqualTo("42.00");
+    assertThat(r2.get("after").get("total").toString()).isEqualTo("17.50");
+    assertThat(r1.get("before").isNull()).isTrue();
+    assertThat(r1.has("xid")).isFalse();
+    assertThat(r1.get("seq").asInt()).isZero();
+    assertThat(r2.get("seq").asInt()).isEqualTo(1);
+    assertThat(r1.get("lsn")).isEqualTo(r2.get("lsn"));
+    assertThat(r1.get("ts")).isEqualTo(r2.get("ts"));
+    assertThat(r1.get("ts").asText()).matches("\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{6}Z");
+    assertThat(snapshot.get(0).transactionId()).matches("pg:[0-9a-f]{8}:s:\\d+:0");
+    assertThat(snapshot.get(1).transactionId()).isEqualTo(snapshot.get(0).transactionId().replaceAll(":0$", ":1"));
+
+    sql("UPDATE orders SET status = 'paid' WHERE id = 1", """
+        BEGIN;
+        INSERT INTO orders (id, customer, status, total) VALUES (3, '{"name": "Grace", "tier": "gold"}', 'new', 99.90);
+        DELETE FROM orders WHERE id = 2;
+        COMMIT""");
+    List<Message> changed = read("orders", 3);
+    assertThat(changed).extracting(m -> m.payload().get("op").asText()).containsExactlyInAnyOrder("u", "d", "c");
+    assertThat(changed).extracting(Message::partition).containsExactlyInAnyOrder("1", "2", "3");
+
+    sql("CREATE TABLE orders_copy (LIKE orders INCLUDING ALL)");
+    queen.connectors().put("orders-copy", """
+        {"kind": "sink", "sink": {"queue": "orders", "table": "public.orders_copy", "mode": "cdc"}}""");
+    await().atMost(Duration.ofSeconds(30)).until(() -> rows("SELECT id, customer, status, total FROM orders_copy"
+        + " ORDER BY id"), r -> r.equals(List.of("1 | {\"name\": \"Ada\", \"tier\": \"gold\"} | paid | 42.00",
+            "3 | {\"name\": \"Grace\", \"tier\": \"gold\"} | new | 99.90")));
+    assertThat(queen.connectors().delete("orders-src")).isTrue();
+    await().atMost(Duration.ofSeconds(30)).until(() -> rows("SELECT slot_name FROM pg_replication_slots"
+        + " WHERE database = current_database()"), List::isEmpty);
+  }
+
+  @Test
+  void aTableCopiedInSmallChunksWhileAWriterChangesItEndsAsTheTable() throws Exception {
+    sql("CREATE SEQUENCE pver", "CREATE TABLE parts (id int PRIMARY KEY, ver bigint NOT NULL, name text)",
+        "INSERT INTO parts SELECT g, nextval('pver'), 'n' || g FROM generate_series(1, 2000) g");
+    queen.connectors().put("parts-src", """
+        {"kind": "source", "source": {"tables": [{"table": "public.parts", "queue": "parts"}],
+         "snapshotChunkRows": 100}}""");
+    long until = System.currentTimeMillis() + 60_000;
+    int writes = 0;
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      while (System.currentTimeMillis() < until && (writes < 100 || !status("parts-src").phase().equals("streaming"))) {
+        int id = 1 + (writes * 37) % 2100;
+        switch (writes % 4) {
+          case 0, 1 -> st.execute("UPDATE parts SET ver = nextval('pver'), name = 'u' || ver WHERE id = " + id);
+          case 2 -> st.execute("DELETE FROM parts WHERE id = " + id);
+          default -> st.execute("INSERT INTO parts VALUES (" + id + ", nextval('pver'), 'i') ON CONFLICT DO NOTHING");
+        }
+        writes++;
+        Thread.sleep(2);
+      }
+    }
+    assertThat(status("parts-src").phase()).isEqualTo("streaming");
+    Map<String, String> expected = new HashMap<>();
+    for (String row : rows("SELECT id, ver, name FROM parts")) {
+      expected.put(row.substring(0, row.indexOf(" |")), row);
+    }
+    Map<String, String> replayed = new HashMap<>();
+    Map<String, Long> versions = new HashMap<>();
+    await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100)).until(() -> {
+      for (Message m : queen.queue("parts").group("replay").subscription(SubscriptionMode.ALL).autoAck(true)
+          .batch(500).partitions(500).pop()) {
+        JsonNode p = m.payload();
+        if (p.get("op").asText().equals("d")) {
+          replayed.remove(m.partition());
+          continue;
+        }
+        long ver = p.get("after").get("ver").asLong();
+        Long before = versions.put(m.partition(), ver);
+        assertThat(before == null || before <= ver).as("row %s: version %s after %s", m.partition(), ver, before)
+            .isTrue();
+        replayed.put(m.partition(), m.partition() + " | " + ver + " | " + p.get("after").get("name").asText());
+      }
+      return replayed.equals(expected);
+    });
+    assertThat(status("parts-src").counters().get("snapshotRows")).isBetween(1L, 2000L);
+  }
+
+  @Test
+  void anOwnerCrashedMidSnapshotIsTakenOverAndEveryRowArrivesExactlyOnce() throws Exception {
+    sql("CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)",
+        "INSERT INTO stock SELECT g, g % 17 FROM generate_series(1, 3000) g");
+    queen.close();
+    Queen a = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+        .sourceLeaseTtl(Duration.ofSeconds(1)).start();
+    Queen b = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+        .sourceLeaseTtl(Duration.ofSeconds(1)).start();
+    queen = b;
+    try {
+      a.connectors().put("stock-src", """
+          {"kind": "source", "source": {"tables": [{"table": "public.stock", "queue": "stock"}],
+           "snapshotChunkRows": 200}}""");
+      // the owner copies a few chunks, then dies without giving its lease back
+      await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(5)).until(() -> {
+        for (Queen q : List.of(a, b)) {
+          ConnectorStatus st = q.connectors().status("stock-src").orElse(null);
+          if (st != null && st.counters().getOrDefault("snapshotRows", 0L) >= 600) {
+            return true;
+          }
+        }
+        return false;
+      });
+      Queen owner = a.connectors().status("stock-src").orElseThrow().counters().getOrDefault("snapshotRows", 0L) > 0
+          ? a : b;
+      Queen other = owner == a ? b : a;
+      assertThat(io.queen.pgconn.internal.source.Source.halt(owner.nodeId(), "stock-src")).isTrue();
+      await().atMost(Duration.ofSeconds(60)).until(() -> {
+        ConnectorStatus st = other.connectors().status("stock-src").orElseThrow();
+        return st.phase().equals("streaming") && other.nodeId().equals(st.leaseNode());
+      });
+      long copiedFirst = owner.connectors().status("stock-src").orElseThrow().counters().get("snapshotRows");
+      long copiedSecond = other.connectors().status("stock-src").orElseThrow().counters().get("snapshotRows");
+      assertThat(copiedFirst + copiedSecond).isEqualTo(3000);
+      queen = other;
+      List<Message> all = read("stock", 3000);
+      Thread.sleep(500);
+      all.addAll(queen.queue("stock").group("reader").subscription(SubscriptionMode.ALL).autoAck(true).batch(100)
+          .partitions(100).pop());
+      assertThat(all).hasSize(3000);
+      assertThat(all).extracting(Message::partition).doesNotHaveDuplicates();
+      assertThat(all).extracting(m -> m.payload().get("op").asText()).containsOnly("r");
+      assertThat(all).extracting(Message::transactionId).doesNotHaveDuplicates();
+    } finally {
+      (queen == a ? b : a).close();
+    }
+  }
+
+  List<String> rows(String q) throws Exception {
+    List<String> out = new ArrayList<>();
+    try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(q)) {
+      int n = rs.getMetaData().getColumnCount();
+      while (rs.next()) {
+        List<String> r = new ArrayList<>();
+        for (int i = 1; i <= n; i++) {
+          r.add(rs.getString(i));
+        }
+        out.add(String.join(" | ", r));
+      }
+    }
+    return out;
+  }
+}
