@@ -22,7 +22,8 @@ import org.junit.jupiter.api.Timeout;
 /**
  * The slot changed behind the source's back: dropped by hand ({@code slot_lost}, nothing recreated until a resync,
  * which starts a new epoch whose ids never repeat the old ones), or advanced past the pointer while the source was
- * disabled ({@code slot_ahead}, never streams on). An invalidated slot is not produced here: that needs
+ * disabled ({@code slot_ahead}, never streams on). The resync snapshots the table again: every existing row as
+ * {@code r}. An invalidated slot is not produced here: that needs
  * {@code max_slot_wal_keep_size}, a server-wide setting the shared test server must not change under other tests.
  */
 @QueenPostgres
@@ -61,7 +62,8 @@ class SourceSlotTest {
   @Test
   void aSlotDroppedByHandStopsTheSourceUntilAResyncStartsANewEpoch() throws Exception {
     f.sql("create table lost (id bigint primary key, v text)");
-    queen.connectors().put("lost-src", SourceFixture.sourceDoc("public.lost", "lost", ""));
+    queen.connectors().put("lost-src", SourceFixture.sourceDoc("public.lost", "lost", "").replace("\"never\"",
+        "\"initial\""));
     awaitPhase(queen, "lost-src", "streaming", Duration.ofSeconds(20));
     f.sql("insert into lost values (1, 'a')");
     SourceFixture.Reader reader = new SourceFixture.Reader("check");
@@ -91,10 +93,16 @@ class SourceSlotTest {
     assertThat(queen.connectors().resync("lost-src")).isTrue();
     awaitPhase(queen, "lost-src", "streaming", Duration.ofSeconds(20));
     assertThat(slots("queen_lost_src")).isOne();
+    // the resync's snapshot: every existing row as r (row 2 included), then the stream
+    await().atMost(Duration.ofSeconds(20)).until(() -> reader.drain(queen, "lost").total == 3);
+    assertThat(reader.all().subList(1, 3)).extracting(m -> m.partition() + " " + m.payload().get("op").asText())
+        .containsExactlyInAnyOrder("1 r", "2 r");
     f.sql("insert into lost values (3, 'c')");
-    await().atMost(Duration.ofSeconds(20)).until(() -> reader.drain(queen, "lost").total == 2);
+    await().atMost(Duration.ofSeconds(20)).until(() -> reader.drain(queen, "lost").total == 4);
     Message after = reader.all().stream().filter(m -> m.partition().equals("3")).findFirst().orElseThrow();
+    assertThat(after.payload().get("op").asText()).isEqualTo("c");
     assertThat(epoch(after)).as("a new epoch").isNotEqualTo(oldEpoch).matches("[0-9a-f]{8}");
+    assertThat(reader.all().subList(1, 4)).allMatch(m -> epoch(m).equals(epoch(after)));
     assertThat(status(queen, "lost-src").pointer().get("epoch").asText()).isEqualTo(epoch(after));
     assertThat(reader.ids.keySet()).allMatch(id -> id.startsWith("pg:" + oldEpoch + ":") || id.startsWith("pg:"
         + epoch(after) + ":"));
