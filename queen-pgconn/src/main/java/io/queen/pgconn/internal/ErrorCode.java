@@ -35,6 +35,9 @@ public enum ErrorCode {
       + " published"),
   NOT_OWNER("not_owner", "managePublication is true but the source's role does not own every source table: have the"
       + " owner CREATE PUBLICATION <publication> FOR TABLE ... and put managePublication: false with its name"),
+  CREATE_PRIVILEGE("create_privilege", "managePublication is true and the publication does not exist yet, but the"
+      + " source's role lacks CREATE on the database (CREATE PUBLICATION needs it): GRANT CREATE ON DATABASE <database>"
+      + " TO <role>, or have the owner create the publication and put managePublication: false with its name"),
   PUBLICATION_FILTERED("publication_filtered", "the publication has a row filter or a column list on a source table"
       + " (the snapshot would not apply it): publish whole tables"),
   PUBLICATION_MISSING("publication_missing", "managePublication is false and the named publication does not exist or"

@@ -204,8 +204,9 @@ final class Registry implements Connectors, ConnectorPlugin {
     if (f != null) {
       return Optional.of(f);
     }
-    return get(name).map(d -> new ConnectorStatus(name, d.path("kind").asText("sink"), "disabled", null,
-        null, Map.of(), null));
+    return get(name).map(d -> "source".equals(d.path("kind").asText())
+        ? Source.observed(host, name, d.path("enabled").asBoolean(true))
+        : new ConnectorStatus(name, d.path("kind").asText("sink"), "disabled", null, null, Map.of(), null));
   }
 
   @Override

@@ -155,10 +155,12 @@ public final class Source {
   void committed(int events, int txs, Pointer p, long commitMicros) {
     messages.addAndGet(events);
     transactions.addAndGet(txs);
-    bundles.incrementAndGet();
     meters.messages(events);
     meters.transactions(txs);
-    meters.bundle();
+    if (events > 0 || txs > 0) { // an idle advance (the pointer alone) is not a bundle
+      bundles.incrementAndGet();
+      meters.bundle();
+    }
     pointerLsn = p.lsn();
     if (commitMicros != 0) {
       lastCommitMicros = commitMicros;
@@ -166,6 +168,31 @@ public final class Source {
     lastProgress = Instant.now();
     SnapshotHook h = hook;
     phase = h != null && !h.done() ? "snapshot" : "streaming";
+  }
+
+  /**
+   * The status of a source this node does not run (a node built with {@code runConnectors(false)}, or one that has
+   * not read the document yet): the lease's node and expiry and the pointer, read from KV like on every node;
+   * phase {@code standby} while some node holds the lease, else {@code disabled}; no counters (they are per node).
+   */
+  public static ConnectorStatus observed(ConnectorHost host, String name, boolean enabled) {
+    String leaseNode = null;
+    Instant expires = null;
+    JsonNode pointer = null;
+    try {
+      KvEntry l = Lease.read(host.queen(), name);
+      if (l.found()) {
+        leaseNode = l.value().path("node").asText(null);
+        expires = l.expiresAt();
+      }
+      KvEntry p = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(name));
+      pointer = p.found() ? p.value() : null;
+    } catch (RuntimeException e) {
+      // Queen's database unavailable: nothing more to tell
+    }
+    String phase = enabled && leaseNode != null ? "standby" : "disabled";
+    return new ConnectorStatus(name, "source", phase, null, null, Map.of(), null,
+        pointer == null ? null : pointer.path("lsn").asText(null), leaseNode, expires, pointer);
   }
 
   public ConnectorStatus status() {

@@ -46,15 +46,7 @@ final class SourceSetup {
         + "::int, current_setting('wal_level'), (select rolreplication or rolsuper from pg_roles where rolname ="
         + " current_user)")) {
       rs.next();
-      if (rs.getInt(1) < 170000) {
-        throw new Failed(ErrorCode.SERVER_VERSION, "server_version_num " + rs.getInt(1));
-      }
-      if (!"logical".equals(rs.getString(2))) {
-        throw new Failed(ErrorCode.WAL_LEVEL, "wal_level is " + rs.getString(2));
-      }
-      if (!rs.getBoolean(3)) {
-        throw new Failed(ErrorCode.NO_REPLICATION, "role without REPLICATION");
-      }
+      server(rs.getInt(1), rs.getString(2), rs.getBoolean(3));
     }
     for (SourceSpec.Table t : spec.tables()) {
       try (PreparedStatement st = c.prepareStatement("select c.oid, has_table_privilege(c.oid, 'SELECT'), c.relreplident,"
@@ -88,6 +80,22 @@ final class SourceSetup {
     }
   }
 
+  /**
+   * The server-wide checks, in order: version, {@code wal_level} (a server setting, the same for every database),
+   * the role's REPLICATION attribute (or superuser).
+   */
+  static void server(int versionNum, String walLevel, boolean replication) throws Failed {
+    if (versionNum < 170000) {
+      throw new Failed(ErrorCode.SERVER_VERSION, "server_version_num " + versionNum);
+    }
+    if (!"logical".equals(walLevel)) {
+      throw new Failed(ErrorCode.WAL_LEVEL, "wal_level is " + walLevel);
+    }
+    if (!replication) {
+      throw new Failed(ErrorCode.NO_REPLICATION, "role without REPLICATION");
+    }
+  }
+
   /** Creates the publication (managed) or checks it; refuses row filters and column lists either way. */
   static void publication(Connection c, SourceSpec spec) throws SQLException, Failed {
     String pub = spec.publication();
@@ -118,6 +126,13 @@ final class SourceSetup {
       }
       List<SourceSpec.Table> missing = missing(c, spec);
       if (!exists) {
+        try (Statement st = c.createStatement();
+            ResultSet rs = st.executeQuery("select has_database_privilege(current_database(), 'CREATE')")) {
+          rs.next();
+          if (!rs.getBoolean(1)) {
+            throw new Failed(ErrorCode.CREATE_PRIVILEGE, "publication " + pub);
+          }
+        }
         StringBuilder sql = new StringBuilder("create publication " + quote(pub) + " for table ");
         for (int i = 0; i < spec.tables().size(); i++) {
           sql.append(i == 0 ? "" : ", ").append(spec.tables().get(i).sql());

@@ -1,0 +1,170 @@
+package io.queen.pgconn;
+
+import static io.queen.pgconn.SourceFixture.awaitPhase;
+import static io.queen.pgconn.SourceFixture.status;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.queen.ConnectorStatus;
+import io.queen.Queen;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.internal.source.Source;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Who streams a source: one node of several (the others {@code standby}, naming it), a crashed owner replaced once
+ * its lease runs out, a closed one at once (the lease given back), a restart under the same node id and under a
+ * new one, while a writer keeps committing; every change arrives once, per key in commit order (a trigger's audit
+ * is the reference). The status is the same from every node, a node that runs no connectors included.
+ */
+@QueenPostgres
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class SourceOwnershipTest {
+  static final Duration TTL = Duration.ofSeconds(3);
+  static final String SRC3 = "three-src";
+  final List<Queen> nodes = new ArrayList<>();
+  TestDatabase db;
+
+  Queen node(String id) {
+    Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id).connectorRefresh(Duration.ofMillis(200))
+        .sourceLeaseTtl(TTL).start();
+    nodes.add(q);
+    return q;
+  }
+
+  @AfterEach
+  void closeAll() {
+    try (Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).runConnectors(false).start()) {
+      q.connectors().list().forEach(q.connectors()::delete); // the next test's nodes must not run this one's source
+    }
+    for (Queen q : nodes) {
+      try {
+        q.close();
+      } catch (RuntimeException e) {
+        // closed by the test
+      }
+    }
+  }
+
+  @Test
+  void closedAndRestartedOwnersLoseAndDoubleNothing(TestDatabase db) throws Exception {
+    this.db = db;
+    SourceFixture f = new SourceFixture(db);
+    f.createAudited("items");
+    try (Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer").runConnectors(false)
+        .start()) {
+      observer.connectors().put("items-src", SourceFixture.sourceDoc("public.items", "items", "\"maxBundleMessages\": 20"));
+      Queen a = node("node-a");
+      awaitPhase(a, "items-src", "streaming", Duration.ofSeconds(20));
+      try (SourceFixture.Writer writer = f.new Writer("items", 1)) {
+        Thread.sleep(800);
+        a.close(); // while the writer commits
+        Queen again = node("node-a"); // the same node id comes back
+        awaitPhase(again, "items-src", "streaming", Duration.ofSeconds(20));
+        Thread.sleep(800);
+        Queen b = node("node-b"); // a new node id: standby until the owner goes
+        awaitPhase(b, "items-src", "standby", Duration.ofSeconds(10));
+        assertThat(status(b, "items-src").leaseNode()).isEqualTo("node-a");
+        again.close();
+        awaitPhase(b, "items-src", "streaming", Duration.ofSeconds(10));
+        Thread.sleep(800);
+        assertThat(writer.transactions.get()).isPositive();
+      }
+      long changes = f.count("select count(*) from items_audit");
+      SourceFixture.Reader reader = new SourceFixture.Reader("check");
+      await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(200))
+          .until(() -> reader.drain(observer, "items").total >= changes);
+      Thread.sleep(1500); // anything still coming would be a double
+      reader.drain(observer, "items");
+      assertThat(reader.duplicateIds).isZero();
+      assertThat(reader.total).as("one message per change").isEqualTo(changes);
+      assertThat(reader.described()).as("per key, every change once, in commit order").isEqualTo(f.audit("items"));
+    }
+  }
+
+  @Test
+  void oneOfThreeNodesStreamsAndAnotherTakesOverAfterACrashOrAClose(TestDatabase db) throws Exception {
+    this.db = db;
+    SourceFixture f = new SourceFixture(db);
+    f.createAudited("items3");
+    Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer").runConnectors(false)
+        .start();
+    nodes.add(observer);
+    observer.connectors().put(SRC3, SourceFixture.sourceDoc("public.items3", "three", ""));
+    Map<String, Queen> three = new java.util.LinkedHashMap<>();
+    for (String id : List.of("n1", "n2", "n3")) {
+      three.put(id, node(id));
+    }
+    String owner = awaitOneOwner(three);
+    for (var e : three.entrySet()) {
+      ConnectorStatus s = status(e.getValue(), SRC3);
+      assertThat(s.phase()).isEqualTo(e.getKey().equals(owner) ? "streaming" : "standby");
+      assertThat(s.leaseNode()).isEqualTo(owner);
+    }
+    f.sql("insert into items3 values (1, 1, 'one')");
+    await().atMost(Duration.ofSeconds(10)).until(() -> status(three.get(owner), SRC3).messages() == 1);
+    // the status from a node that runs no connectors: owner, lease expiry, pointer
+    ConnectorStatus seen = status(observer, SRC3);
+    ConnectorStatus own = status(three.get(owner), SRC3);
+    assertThat(seen.leaseNode()).isEqualTo(owner);
+    assertThat(seen.leaseExpiresAt()).isAfter(Instant.now()).isBefore(Instant.now().plus(TTL).plusSeconds(1));
+    assertThat(seen.pointer()).isNotNull();
+    assertThat(seen.pointerLsn()).isNotNull().isEqualTo(seen.pointer().get("lsn").asText());
+    assertThat(seen.phase()).isEqualTo("standby");
+    assertThat(own.pointerLsn()).isEqualTo(seen.pointerLsn());
+
+    // a crash: the lease is neither renewed nor given back; another node takes over once it ran out
+    assertThat(Source.halt(owner, SRC3)).isTrue();
+    long crashed = System.nanoTime();
+    f.sql("insert into items3 values (2, 1, 'two')");
+    Map<String, Queen> rest = new java.util.LinkedHashMap<>(three);
+    rest.remove(owner);
+    String second = awaitOneOwner(rest);
+    long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - crashed);
+    assertThat(took).as("taken over within the lease TTL (and the standby's poll)")
+        .isLessThan(TTL.toMillis() + TTL.toMillis() / 3 + 2_000);
+    assertThat(status(observer, SRC3).leaseNode()).isEqualTo(second);
+
+    // a clean close gives the lease back: the last node takes over at once, well within the TTL
+    rest.remove(second);
+    String third = rest.keySet().iterator().next();
+    three.get(second).close();
+    long closed = System.nanoTime();
+    awaitPhase(rest.get(third), SRC3, "streaming", Duration.ofSeconds(10));
+    assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - closed)).as("taken over at once")
+        .isLessThan(TTL.toMillis());
+    f.sql("insert into items3 values (3, 1, 'three')", "update items3 set ver = 2 where id = 1");
+    SourceFixture.Reader reader = new SourceFixture.Reader("check");
+    await().atMost(Duration.ofSeconds(20)).until(() -> reader.drain(observer, "three").total >= 4);
+    Thread.sleep(1000);
+    reader.drain(observer, "three");
+    assertThat(reader.described()).isEqualTo(f.audit("items3"));
+    assertThat(status(observer, SRC3).leaseNode()).isEqualTo(third);
+  }
+
+  static String awaitOneOwner(Map<String, Queen> nodes) {
+    String[] owner = new String[1];
+    await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(50)).until(() -> {
+      List<String> streaming = new ArrayList<>();
+      nodes.forEach((id, q) -> {
+        if (status(q, SRC3).phase().equals("streaming")) {
+          streaming.add(id);
+        }
+      });
+      assertThat(streaming).hasSizeLessThanOrEqualTo(1);
+      owner[0] = streaming.isEmpty() ? null : streaming.get(0);
+      return owner[0] != null;
+    });
+    return owner[0];
+  }
+}
