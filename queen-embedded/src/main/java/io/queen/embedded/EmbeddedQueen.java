@@ -95,8 +95,39 @@ public final class EmbeddedQueen {
     private Duration connectorRefresh = DEFAULT_CONNECTOR_REFRESH;
     private boolean runConnectors = true;
     private Duration sourceLeaseTtl = Duration.ofMillis(DEFAULT_SOURCE_LEASE_TTL_MS);
+    private final io.queen.PayloadTypes.Builder payloadTypes = io.queen.PayloadTypes.builder();
+    private final List<String> typeErrors = new java.util.ArrayList<>();
+    private final List<String> oldKeys = new java.util.ArrayList<>();
 
     private Builder() {}
+
+    /**
+     * Registers a payload class as type {@code name} in schema {@code version}, like {@link io.queen.QueenType}
+     * on the class (this wins over the annotation). A push of an instance stores the name and version with the
+     * message; {@code message.payload(type)} checks them and reads older versions through the upcasters. The
+     * name is what is stored: the class may be renamed or moved freely.
+     */
+    public Builder payloadType(Class<?> type, String name, int version) {
+      try {
+        payloadTypes.register(type, name, version);
+      } catch (IllegalArgumentException | NullPointerException e) {
+        typeErrors.add(e.getMessage());
+      }
+      return this;
+    }
+
+    /**
+     * Registers the upcaster of payload type {@code name} from {@code fromVersion} to {@code fromVersion + 1}.
+     * Upcasters chain: a consumer of version 3 reads a version 1 message through 1→2 then 2→3.
+     */
+    public Builder upcaster(String name, int fromVersion, io.queen.PayloadUpcaster upcaster) {
+      try {
+        payloadTypes.upcaster(name, fromVersion, upcaster);
+      } catch (IllegalArgumentException | NullPointerException e) {
+        typeErrors.add(e.getMessage());
+      }
+      return this;
+    }
 
     /**
      * The node's AES-256 key as 64 hex digits, used to seal the passwords of connector documents
@@ -344,6 +375,7 @@ public final class EmbeddedQueen {
           key = java.util.HexFormat.of().parseHex(keyHex);
         }
       }
+      errors.addAll(typeErrors);
       if (connectorThreads < 1 || connectorThreads > 64) {
         errors.add("connectorThreads must be 1..64, was " + connectorThreads);
       }
@@ -356,7 +388,8 @@ public final class EmbeddedQueen {
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
-          sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors, sourceLeaseTtl);
+          sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors, sourceLeaseTtl, payloadTypes.build(),
+          java.util.Map.of());
     }
 
     /**

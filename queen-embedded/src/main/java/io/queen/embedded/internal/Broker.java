@@ -65,6 +65,7 @@ public final class Broker {
   private final String deadLetterAutoAckedSql;
   private final int maxPayloadBytes;
   private final long pushRetryNanos;
+  private final io.queen.PayloadTypes types;
   private final LogThrottle recoveries = new LogThrottle();
 
   /**
@@ -72,8 +73,9 @@ public final class Broker {
    *     node's {@code connectTimeout})
    */
   public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics,
-      int maxPayloadBytes, Duration pushRetryWindow) {
+      int maxPayloadBytes, Duration pushRetryWindow, io.queen.PayloadTypes types) {
     this.ds = ds;
+    this.types = Objects.requireNonNull(types, "types");
     this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
     this.metrics = metrics;
@@ -82,11 +84,18 @@ public final class Broker {
     this.node = node;
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
-        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[])";
+        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[], ?::text[], ?::int4[],"
+        + " ?::text[])";
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
-        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[])";
-    this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
-        + " created_at, lease_id, attempt from " + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[],"
+        + " ?::text[], ?::int4[], ?::text[])";
+    // the type, version and key id (V17) are read by primary key next to pop, in the same statement, so that pop's
+    // body stays the one of its own migration
+    this.popSql = "select p.partition_name, p.partition_id, p.msg_offset, p.message_id, p.transaction_id, p.trace_id,"
+        + " p.payload::text, p.created_at, p.lease_id, p.attempt, m.payload_type, m.payload_version, m.key_id from "
+        + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) p left join lateral (select mm.payload_type,"
+        + " mm.payload_version, mm.key_id from " + this.schema + ".messages mm where mm.partition_id = p.partition_id"
+        + " and mm.\"offset\" = p.msg_offset offset 0) m on true";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
@@ -108,6 +117,11 @@ public final class Broker {
 
   public JsonCodec codec() {
     return codec;
+  }
+
+  /** The node's payload types and upcasters. */
+  public io.queen.PayloadTypes types() {
+    return types;
   }
 
   public String node() {
@@ -279,7 +293,7 @@ public final class Broker {
    * caller's, or the text of the message id); {@code callerIds} when any item brought its own.
    */
   private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
-      UUID[] ids, boolean callerIds, List<PushItem> items) {
+      UUID[] ids, boolean callerIds, List<PushItem> items, String[] types, Integer[] versions, String[] keyIds) {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
     }
@@ -336,6 +350,7 @@ public final class Broker {
       st.setArray(6, c.createArrayOf("text", p.payloads));
       st.setArray(7, c.createArrayOf("text", p.traceIds));
       st.setArray(8, c.createArrayOf("text", p.txnIds));
+      bindTyped(c, st, 9, p);
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           first[rs.getInt(1)] = rs.getLong(3);
@@ -393,6 +408,8 @@ public final class Broker {
     String[] tx = new String[n];
     String[] tr = new String[n];
     UUID[] ids = new UUID[n];
+    String[] ty = null;
+    Integer[] ve = null;
     boolean callerIds = false;
     for (int i = 0; i < n; i++) {
       PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
@@ -407,8 +424,36 @@ public final class Broker {
       callerIds |= it.transactionId() != null;
       tx[i] = it.transactionId() != null ? it.transactionId() : ids[i].toString();
       tr[i] = it.traceId();
+      io.queen.PayloadTypes.Type t = types.typeOf(it.payload().getClass());
+      if (t != null) {
+        if (ty == null) {
+          ty = new String[n];
+          ve = new Integer[n];
+        }
+        ty[i] = t.name();
+        ve[i] = t.version();
+      }
     }
-    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds, items);
+    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds, items, ty, ve, null);
+  }
+
+  /**
+   * Binds the type names, versions and key ids of a push from {@code first} on: SQL NULL for a batch without
+   * typed (or sealed) payloads, so the common push sends nothing more.
+   */
+  private static void bindTyped(Connection c, PreparedStatement st, int first, Prepared p) throws SQLException {
+    if (p.types == null) {
+      st.setNull(first, Types.ARRAY);
+      st.setNull(first + 1, Types.ARRAY);
+    } else {
+      st.setArray(first, c.createArrayOf("text", p.types));
+      st.setArray(first + 1, c.createArrayOf("int4", p.versions));
+    }
+    if (p.keyIds == null) {
+      st.setNull(first + 2, Types.ARRAY);
+    } else {
+      st.setArray(first + 2, c.createArrayOf("text", p.keyIds));
+    }
   }
 
   private List<PushResult> push(Connection c, Prepared p, boolean notify) throws SQLException {
@@ -421,6 +466,7 @@ public final class Broker {
       st.setArray(5, c.createArrayOf("text", p.traceIds));
       st.setBoolean(6, notify);
       st.setArray(7, c.createArrayOf("uuid", p.ids));
+      bindTyped(c, st, 8, p);
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int i = rs.getInt(1) - 1;
@@ -492,7 +538,8 @@ public final class Broker {
             out.add(new Popped(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3),
                 rs.getObject(4, UUID.class), rs.getString(5), rs.getString(6),
                 payload != null ? payload : NullNode.getInstance(), rs.getTimestamp(8).toInstant(), r.group(),
-                rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper()), error));
+                rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper(), rs.getString(11), rs.getInt(12), types),
+                error));
           }
         }
         return out;
