@@ -57,6 +57,8 @@ public final class EmbeddedQueen {
   public static final long DEFAULT_SOURCE_LEASE_TTL_MS = 10_000;
   /** The environment variable read for the node's encryption key when the builder gives none. */
   public static final String ENCRYPTION_KEY_ENV = "QUEEN_ENCRYPTION_KEY";
+  /** The environment variable with older keys (comma-separated 64 hex digits each) kept for reading after a rotation. */
+  public static final String OLD_ENCRYPTION_KEYS_ENV = "QUEEN_ENCRYPTION_OLD_KEYS";
 
   private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
   private static final Pattern SCHEMA = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
@@ -97,7 +99,7 @@ public final class EmbeddedQueen {
     private Duration sourceLeaseTtl = Duration.ofMillis(DEFAULT_SOURCE_LEASE_TTL_MS);
     private final io.queen.PayloadTypes.Builder payloadTypes = io.queen.PayloadTypes.builder();
     private final List<String> typeErrors = new java.util.ArrayList<>();
-    private final List<String> oldKeys = new java.util.ArrayList<>();
+    private List<String> oldKeys;
 
     private Builder() {}
 
@@ -138,6 +140,17 @@ public final class EmbeddedQueen {
     public Builder encryptionKey(String hex64) {
       this.encryptionKey = hex64;
       this.encryptionKeySet = true;
+      return this;
+    }
+
+    /**
+     * Older AES-256 keys (64 hex digits each) this node still opens payloads of encrypted queues with, after a
+     * key rotation; new payloads are sealed under {@link #encryptionKey} only. Each stored message names its key
+     * by id, so any number of older keys may be given. Default: the environment variable
+     * {@value #OLD_ENCRYPTION_KEYS_ENV} (comma-separated), else none. Needs an {@code encryptionKey}.
+     */
+    public Builder oldEncryptionKeys(String... hex64) {
+      this.oldKeys = List.of(hex64);
       return this;
     }
 
@@ -376,6 +389,24 @@ public final class EmbeddedQueen {
         }
       }
       errors.addAll(typeErrors);
+      List<byte[]> old = new ArrayList<>();
+      List<String> oldHex = oldKeys;
+      if (oldHex == null) {
+        String env = System.getenv(OLD_ENCRYPTION_KEYS_ENV);
+        oldHex = env == null || env.isBlank() ? List.of() : List.of(env.split(","));
+      }
+      for (int i = 0; i < oldHex.size(); i++) {
+        String h = oldHex.get(i) == null ? "" : oldHex.get(i).trim();
+        if (!h.matches("[0-9a-fA-F]{64}")) {
+          errors.add("oldEncryptionKeys[" + i + "] must be 64 hex digits, was " + h.length() + " character(s)"
+              + (oldKeys != null ? "" : " (from " + OLD_ENCRYPTION_KEYS_ENV + ")"));
+        } else {
+          old.add(java.util.HexFormat.of().parseHex(h));
+        }
+      }
+      if (!old.isEmpty() && key == null && keyHex == null) {
+        errors.add("oldEncryptionKeys needs an encryptionKey (the key new payloads are sealed with)");
+      }
       if (connectorThreads < 1 || connectorThreads > 64) {
         errors.add("connectorThreads must be 1..64, was " + connectorThreads);
       }
@@ -389,7 +420,7 @@ public final class EmbeddedQueen {
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
           sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors, sourceLeaseTtl, payloadTypes.build(),
-          java.util.Map.of());
+          List.copyOf(old));
     }
 
     /**

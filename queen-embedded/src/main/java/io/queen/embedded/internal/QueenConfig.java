@@ -11,7 +11,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
     Duration connectTimeout, Duration sessionTimeout, byte[] encryptionKey, int connectorThreads,
     Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
-    java.util.Map<String, byte[]> oldEncryptionKeys) {
+    java.util.List<byte[]> oldEncryptionKeys) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
   public Duration heartbeatInterval() {
