@@ -133,7 +133,8 @@ public final class EmbeddedQueen {
 
     /**
      * The node's AES-256 key as 64 hex digits, used to seal the passwords of connector documents
-     * (AES-256-GCM). Default: the environment variable {@value #ENCRYPTION_KEY_ENV}, else none (then a
+     * (AES-256-GCM) and the payloads of queues with {@code encryption} (a node without it refuses to push to or
+     * pop from them). Default: the environment variable {@value #ENCRYPTION_KEY_ENV}, else none (then a
      * connector document that carries a password is refused on this node, with an error that says so).
      * Every node of a cluster needs the same key. {@code null} means none, whatever the environment says.
      */
