@@ -27,15 +27,36 @@ public final class Message {
   private final UUID leaseId;
   private final int attempt;
   private final ObjectMapper mapper;
+  private final String payloadType;
+  private final int payloadVersion;
+  private final PayloadTypes types;
 
   /**
-   * Made by Queen when it delivers a message; applications do not normally call it.
+   * An untyped message. Made by Queen when it delivers a message; applications do not normally call it.
    *
    * @param mapper the {@link ObjectMapper} used by {@link #payload(Class)}
    */
   public Message(String queue, String partition, long partitionId, long offset, UUID id, String transactionId,
       String traceId, JsonNode payload, Instant createdAt, String consumerGroup, UUID leaseId, int attempt,
       ObjectMapper mapper) {
+    this(queue, partition, partitionId, offset, id, transactionId, traceId, payload, createdAt, consumerGroup, leaseId,
+        attempt, mapper, null, 0, PayloadTypes.NONE);
+  }
+
+  /**
+   * Made by Queen when it delivers a message; applications do not normally call it.
+   *
+   * @param mapper the {@link ObjectMapper} used by {@link #payload(Class)}
+   * @param payloadType the type name stored with the message, or {@code null} for an untyped one
+   * @param payloadVersion its schema version (0 when untyped)
+   * @param types the node's payload types and upcasters, used by {@link #payload(Class)}
+   */
+  public Message(String queue, String partition, long partitionId, long offset, UUID id, String transactionId,
+      String traceId, JsonNode payload, Instant createdAt, String consumerGroup, UUID leaseId, int attempt,
+      ObjectMapper mapper, String payloadType, int payloadVersion, PayloadTypes types) {
+    this.payloadType = payloadType;
+    this.payloadVersion = payloadType == null ? 0 : payloadVersion;
+    this.types = Objects.requireNonNull(types, "types");
     this.queue = Objects.requireNonNull(queue, "queue");
     this.partition = Objects.requireNonNull(partition, "partition");
     this.partitionId = partitionId;
@@ -89,21 +110,53 @@ public final class Message {
     return traceId;
   }
 
-  /** The payload as a JSON tree (not a copy: do not modify it). */
+  /**
+   * The payload as a JSON tree, exactly as stored (not a copy: do not modify it). Available for every message,
+   * typed or not, whatever its version.
+   */
   public JsonNode payload() {
     return payload;
   }
 
   /**
+   * The type name stored with the message ({@link QueenType} or the builder's {@code payloadType}), or
+   * {@code null} for an untyped message.
+   */
+  public String payloadType() {
+    return payloadType;
+  }
+
+  /** The schema version stored with the message, or 0 for an untyped message. */
+  public int payloadVersion() {
+    return payloadVersion;
+  }
+
+  /**
    * The payload converted to {@code type} with the broker's {@link ObjectMapper}.
    *
+   * <p>When {@code type} is a typed payload class ({@link QueenType} or registered on the builder), the
+   * message's stored type and version are checked first: the same type in the class's version is read as
+   * it is; an older version is converted by the registered upcasters (v1→v2→v3...) on a copy; another type,
+   * a newer version or a gap in the upcasters throws {@link PayloadTypeException} (from a handler: the
+   * message fails and follows the queue's retry and dead-letter rules). An untyped message (pushed as JSON,
+   * or before its class was typed) and an untyped class are read without a check, as before.
+   *
+   * @throws PayloadTypeException when a typed message cannot be read as the typed class
    * @throws PayloadSerializationException naming the message, the type and the JSON path that failed
    *     (e.g. {@code amountCents}), never the value; without a cause, since Jackson's message quotes it
    */
   public <T> T payload(Class<T> type) {
     Objects.requireNonNull(type, "type");
+    JsonNode json = payload;
+    if (payloadType != null) {
+      PayloadTypes.Type target = types.typeOf(type);
+      if (target != null) {
+        json = types.readable(payload, payloadType, payloadVersion, target, "message " + id + " (queue '" + queue
+            + "', partition '" + partition + "', offset " + offset + ")");
+      }
+    }
     try {
-      return mapper.treeToValue(payload, type);
+      return mapper.treeToValue(json, type);
     } catch (Exception e) {
       String path = e instanceof com.fasterxml.jackson.databind.JsonMappingException jm && !jm.getPath().isEmpty()
           ? " at '" + jsonPath(jm) + "'" : "";
@@ -160,6 +213,7 @@ public final class Message {
   @Override
   public String toString() {
     return "Message[queue=" + queue + " partition=" + partition + " offset=" + offset + " id=" + id + " group="
-        + (Queen.DEFAULT_GROUP.equals(consumerGroup) ? "(default)" : consumerGroup) + " attempt=" + attempt + "]";
+        + (Queen.DEFAULT_GROUP.equals(consumerGroup) ? "(default)" : consumerGroup) + " attempt=" + attempt
+        + (payloadType == null ? "" : " type=" + payloadType + " v" + payloadVersion) + "]";
   }
 }

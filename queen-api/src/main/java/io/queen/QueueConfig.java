@@ -28,10 +28,13 @@ import java.util.Objects;
  * @param pendingAlertAfter a group whose oldest pending message is older than this is in alarm (logged
  *     once at WARN, a gauge); strictly shorter than {@code retention} when that is set (default zero = no
  *     alarm)
+ * @param encryption payloads are stored encrypted (AES-256-GCM under the node's key, with the key's id per
+ *     message) and decrypted on delivery; a node without the key refuses to push to or pop from the queue
+ *     (default false). Switching it on seals what is pushed from then on; what is stored stays as it is.
  */
 public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDelay, boolean deadLetter,
     Duration delayedProcessing, Duration windowBuffer, long maxSize, Duration retention, Duration completedRetention,
-    boolean allowDropPastCommitted, Duration pendingAlertAfter) {
+    boolean allowDropPastCommitted, Duration pendingAlertAfter, boolean encryption) {
 
   public static final Duration DEFAULT_LEASE_TIME = Duration.ofSeconds(30);
   public static final int DEFAULT_RETRY_LIMIT = 3;
@@ -40,11 +43,19 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
   /** The longest {@code retention}, {@code completedRetention} or {@code pendingAlertAfter}: 3650 days. */
   public static final Duration MAX_RETENTION = Duration.ofDays(3650);
 
-  /** A configuration without retention and without a lag alarm. */
+  /** A configuration without encryption. */
+  public QueueConfig(Duration leaseTime, int retryLimit, Duration retryDelay, boolean deadLetter,
+      Duration delayedProcessing, Duration windowBuffer, long maxSize, Duration retention, Duration completedRetention,
+      boolean allowDropPastCommitted, Duration pendingAlertAfter) {
+    this(leaseTime, retryLimit, retryDelay, deadLetter, delayedProcessing, windowBuffer, maxSize, retention,
+        completedRetention, allowDropPastCommitted, pendingAlertAfter, false);
+  }
+
+  /** A configuration without retention, without a lag alarm and without encryption. */
   public QueueConfig(Duration leaseTime, int retryLimit, Duration retryDelay, boolean deadLetter,
       Duration delayedProcessing, Duration windowBuffer, long maxSize) {
     this(leaseTime, retryLimit, retryDelay, deadLetter, delayedProcessing, windowBuffer, maxSize, Duration.ZERO,
-        Duration.ZERO, false, Duration.ZERO);
+        Duration.ZERO, false, Duration.ZERO, false);
   }
 
   public QueueConfig {
@@ -108,6 +119,7 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
     private Duration completedRetention;
     private boolean allowDropPastCommitted;
     private Duration pendingAlertAfter;
+    private boolean encryption;
 
     Builder(QueueConfig c) {
       leaseTime = c.leaseTime;
@@ -121,6 +133,7 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
       completedRetention = c.completedRetention;
       allowDropPastCommitted = c.allowDropPastCommitted;
       pendingAlertAfter = c.pendingAlertAfter;
+      encryption = c.encryption;
     }
 
     public Builder leaseTime(Duration v) {
@@ -182,10 +195,19 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
       return this;
     }
 
+    /**
+     * Store payloads encrypted with AES-256-GCM under the node's key ({@code encryptionKey} /
+     * {@code QUEEN_ENCRYPTION_KEY}); every node that pushes or pops needs the key.
+     */
+    public Builder encryption(boolean v) {
+      encryption = v;
+      return this;
+    }
+
     /** Validates and returns the configuration. */
     public QueueConfig build() {
       return new QueueConfig(leaseTime, retryLimit, retryDelay, deadLetter, delayedProcessing, windowBuffer, maxSize,
-          retention, completedRetention, allowDropPastCommitted, pendingAlertAfter);
+          retention, completedRetention, allowDropPastCommitted, pendingAlertAfter, encryption);
     }
   }
 }

@@ -57,6 +57,8 @@ public final class EmbeddedQueen {
   public static final long DEFAULT_SOURCE_LEASE_TTL_MS = 10_000;
   /** The environment variable read for the node's encryption key when the builder gives none. */
   public static final String ENCRYPTION_KEY_ENV = "QUEEN_ENCRYPTION_KEY";
+  /** The environment variable with older keys (comma-separated 64 hex digits each) kept for reading after a rotation. */
+  public static final String OLD_ENCRYPTION_KEYS_ENV = "QUEEN_ENCRYPTION_OLD_KEYS";
 
   private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
   private static final Pattern SCHEMA = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
@@ -95,18 +97,61 @@ public final class EmbeddedQueen {
     private Duration connectorRefresh = DEFAULT_CONNECTOR_REFRESH;
     private boolean runConnectors = true;
     private Duration sourceLeaseTtl = Duration.ofMillis(DEFAULT_SOURCE_LEASE_TTL_MS);
+    private final io.queen.PayloadTypes.Builder payloadTypes = io.queen.PayloadTypes.builder();
+    private final List<String> typeErrors = new java.util.ArrayList<>();
+    private List<String> oldKeys;
 
     private Builder() {}
 
     /**
+     * Registers a payload class as type {@code name} in schema {@code version}, like {@link io.queen.QueenType}
+     * on the class (this wins over the annotation). A push of an instance stores the name and version with the
+     * message; {@code message.payload(type)} checks them and reads older versions through the upcasters. The
+     * name is what is stored: the class may be renamed or moved freely.
+     */
+    public Builder payloadType(Class<?> type, String name, int version) {
+      try {
+        payloadTypes.register(type, name, version);
+      } catch (IllegalArgumentException | NullPointerException e) {
+        typeErrors.add(e.getMessage());
+      }
+      return this;
+    }
+
+    /**
+     * Registers the upcaster of payload type {@code name} from {@code fromVersion} to {@code fromVersion + 1}.
+     * Upcasters chain: a consumer of version 3 reads a version 1 message through 1→2 then 2→3.
+     */
+    public Builder upcaster(String name, int fromVersion, io.queen.PayloadUpcaster upcaster) {
+      try {
+        payloadTypes.upcaster(name, fromVersion, upcaster);
+      } catch (IllegalArgumentException | NullPointerException e) {
+        typeErrors.add(e.getMessage());
+      }
+      return this;
+    }
+
+    /**
      * The node's AES-256 key as 64 hex digits, used to seal the passwords of connector documents
-     * (AES-256-GCM). Default: the environment variable {@value #ENCRYPTION_KEY_ENV}, else none (then a
+     * (AES-256-GCM) and the payloads of queues with {@code encryption} (a node without it refuses to push to or
+     * pop from them). Default: the environment variable {@value #ENCRYPTION_KEY_ENV}, else none (then a
      * connector document that carries a password is refused on this node, with an error that says so).
      * Every node of a cluster needs the same key. {@code null} means none, whatever the environment says.
      */
     public Builder encryptionKey(String hex64) {
       this.encryptionKey = hex64;
       this.encryptionKeySet = true;
+      return this;
+    }
+
+    /**
+     * Older AES-256 keys (64 hex digits each) this node still opens payloads of encrypted queues with, after a
+     * key rotation; new payloads are sealed under {@link #encryptionKey} only. Each stored message names its key
+     * by id, so any number of older keys may be given. Default: the environment variable
+     * {@value #OLD_ENCRYPTION_KEYS_ENV} (comma-separated), else none. Needs an {@code encryptionKey}.
+     */
+    public Builder oldEncryptionKeys(String... hex64) {
+      this.oldKeys = List.of(hex64);
       return this;
     }
 
@@ -344,6 +389,25 @@ public final class EmbeddedQueen {
           key = java.util.HexFormat.of().parseHex(keyHex);
         }
       }
+      errors.addAll(typeErrors);
+      List<byte[]> old = new ArrayList<>();
+      List<String> oldHex = oldKeys;
+      if (oldHex == null) {
+        String env = System.getenv(OLD_ENCRYPTION_KEYS_ENV);
+        oldHex = env == null || env.isBlank() ? List.of() : List.of(env.split(","));
+      }
+      for (int i = 0; i < oldHex.size(); i++) {
+        String h = oldHex.get(i) == null ? "" : oldHex.get(i).trim();
+        if (!h.matches("[0-9a-fA-F]{64}")) {
+          errors.add("oldEncryptionKeys[" + i + "] must be 64 hex digits, was " + h.length() + " character(s)"
+              + (oldKeys != null ? "" : " (from " + OLD_ENCRYPTION_KEYS_ENV + ")"));
+        } else {
+          old.add(java.util.HexFormat.of().parseHex(h));
+        }
+      }
+      if (!old.isEmpty() && key == null && keyHex == null) {
+        errors.add("oldEncryptionKeys needs an encryptionKey (the key new payloads are sealed with)");
+      }
       if (connectorThreads < 1 || connectorThreads > 64) {
         errors.add("connectorThreads must be 1..64, was " + connectorThreads);
       }
@@ -356,7 +420,8 @@ public final class EmbeddedQueen {
       return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
-          sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors, sourceLeaseTtl);
+          sessionTimeout, key, connectorThreads, connectorRefresh, runConnectors, sourceLeaseTtl, payloadTypes.build(),
+          List.copyOf(old));
     }
 
     /**

@@ -65,6 +65,28 @@ public final class Broker {
   private final String deadLetterAutoAckedSql;
   private final int maxPayloadBytes;
   private final long pushRetryNanos;
+  private final io.queen.PayloadTypes types;
+  private final PayloadCipher cipher;
+  /** Whether a queue has encryption on, as this node last read it, until when (System.nanoTime). */
+  private final java.util.concurrent.ConcurrentHashMap<String, EncryptionView> encryptedQueues =
+      new java.util.concurrent.ConcurrentHashMap<>();
+  /** How long this node trusts its view of a queue's encryption option; push and push_fast check it anyway. */
+  private static final long ENCRYPTION_VIEW_NANOS = 5_000_000_000L;
+  /** SQLState raised by {@code push} and {@code push_fast} for a plain payload to an encrypted queue (V17). */
+  static final String PLAIN_TO_ENCRYPTED = "QU002";
+
+  private record EncryptionView(boolean on, long until) {}
+
+  /** A push met an encrypted queue that this node's view had as plain: nothing was stored. */
+  private static final class StaleEncryptionView extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    final String queue;
+
+    StaleEncryptionView(String queue) {
+      super(null, null, false, false);
+      this.queue = queue;
+    }
+  }
   private final LogThrottle recoveries = new LogThrottle();
 
   /**
@@ -72,8 +94,10 @@ public final class Broker {
    *     node's {@code connectTimeout})
    */
   public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics,
-      int maxPayloadBytes, Duration pushRetryWindow) {
+      int maxPayloadBytes, Duration pushRetryWindow, io.queen.PayloadTypes types, PayloadCipher cipher) {
     this.ds = ds;
+    this.cipher = Objects.requireNonNull(cipher, "cipher");
+    this.types = Objects.requireNonNull(types, "types");
     this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
     this.metrics = metrics;
@@ -82,11 +106,18 @@ public final class Broker {
     this.node = node;
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
-        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[])";
+        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[], ?::text[], ?::int4[],"
+        + " ?::text[])";
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
-        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[])";
-    this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
-        + " created_at, lease_id, attempt from " + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[],"
+        + " ?::text[], ?::int4[], ?::text[])";
+    // the type, version and key id (V17) are read by primary key next to pop, in the same statement, so that pop's
+    // body stays the one of its own migration
+    this.popSql = "select p.partition_name, p.partition_id, p.msg_offset, p.message_id, p.transaction_id, p.trace_id,"
+        + " p.payload::text, p.created_at, p.lease_id, p.attempt, m.payload_type, m.payload_version, m.key_id from "
+        + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) p left join lateral (select mm.payload_type,"
+        + " mm.payload_version, mm.key_id from " + this.schema + ".messages mm where mm.partition_id = p.partition_id"
+        + " and mm.\"offset\" = p.msg_offset offset 0) m on true";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
@@ -108,6 +139,11 @@ public final class Broker {
 
   public JsonCodec codec() {
     return codec;
+  }
+
+  /** The node's payload types and upcasters. */
+  public io.queen.PayloadTypes types() {
+    return types;
   }
 
   public String node() {
@@ -132,7 +168,19 @@ public final class Broker {
    */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
     Prepared p = prepare(items, defaultQueue, null);
-    List<PushResult> res = pushRetrying(p);
+    List<PushResult> res;
+    try {
+      res = pushRetrying(p);
+    } catch (StaleEncryptionView e) {
+      // a queue was switched to encryption after this node read its options: nothing was stored; seal and push again
+      p = prepare(items, defaultQueue, null);
+      try {
+        res = pushRetrying(p);
+      } catch (StaleEncryptionView again) {
+        throw new io.queen.EncryptionException(again.queue, "queue '" + again.queue + "' refused a plain payload twice"
+            + " although its options were read again: nothing was pushed; push again");
+      }
+    }
     afterCommit(p.queueSet());
     metrics.pushed(res);
     return res;
@@ -226,7 +274,51 @@ public final class Broker {
    */
   public List<PushResult> push(Connection c, List<PushItem> items, List<String> payloadJson, boolean notifyInTransaction)
       throws SQLException {
-    return push(c, prepare(items, null, payloadJson), notifyInTransaction);
+    try {
+      return push(c, prepare(items, null, payloadJson), notifyInTransaction);
+    } catch (StaleEncryptionView e) {
+      throw new io.queen.EncryptionException(e.queue, "queue '" + e.queue + "' was switched to encryption after this node"
+          + " read its options: nothing of this transaction was committed; commit it again (it will be sealed)");
+    }
+  }
+
+  // ------------------------------------------------------------------------------------ encryption
+
+  /** Whether the queue has encryption on, from this node's view (read again after 5 s, or after a refusal). */
+  public boolean encrypted(String queue) {
+    EncryptionView v = encryptedQueues.get(queue);
+    if (v != null && v.until - System.nanoTime() > 0) {
+      return v.on;
+    }
+    boolean on = Sql.autoCommit(ds, "queue options", c -> {
+      try (PreparedStatement st = c.prepareStatement("select encryption from " + schema + ".queues where name = ?")) {
+        st.setString(1, queue);
+        try (ResultSet rs = st.executeQuery()) {
+          return rs.next() && rs.getBoolean(1);
+        }
+      }
+    });
+    encryptedQueues.put(queue, new EncryptionView(on, System.nanoTime() + ENCRYPTION_VIEW_NANOS));
+    return on;
+  }
+
+  /** The node's payload cipher (its current and older keys). */
+  public PayloadCipher cipher() {
+    return cipher;
+  }
+
+  static String noKey(String queue, String what) {
+    return "queue '" + queue + "' has encryption on and this node has no encryption key, so it does not " + what
+        + " it: start the node with the cluster's key (builder encryptionKey(...) or the environment variable"
+        + " QUEEN_ENCRYPTION_KEY, 64 hex digits), or switch the queue's encryption off";
+  }
+
+  /** The error for a stored message sealed under a key this node does not hold (ids only, never keys). */
+  public String missingKey(String queue, String keyId) {
+    return "queue '" + queue + "' holds messages sealed under key id " + keyId + ", which this node does not hold (it"
+        + " holds " + (cipher.ids().isEmpty() ? "no key" : "key id(s) " + cipher.ids()) + "): add that key to the"
+        + " builder's oldEncryptionKeys(...) (or QUEEN_ENCRYPTION_OLD_KEYS) after a rotation, or start the node with"
+        + " the cluster's key";
   }
 
   /**
@@ -279,7 +371,7 @@ public final class Broker {
    * caller's, or the text of the message id); {@code callerIds} when any item brought its own.
    */
   private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
-      UUID[] ids, boolean callerIds, List<PushItem> items) {
+      UUID[] ids, boolean callerIds, List<PushItem> items, String[] types, Integer[] versions, String[] keyIds) {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
     }
@@ -336,12 +428,16 @@ public final class Broker {
       st.setArray(6, c.createArrayOf("text", p.payloads));
       st.setArray(7, c.createArrayOf("text", p.traceIds));
       st.setArray(8, c.createArrayOf("text", p.txnIds));
+      bindTyped(c, st, 9, p);
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           first[rs.getInt(1)] = rs.getLong(3);
           rows++;
         }
       }
+    } catch (PSQLException e) {
+      staleEncryption(e);
+      throw e;
     }
     if (rows < m) {
       return null; // nothing was written: a partition or queue is missing, or a queue is bounded
@@ -393,6 +489,8 @@ public final class Broker {
     String[] tx = new String[n];
     String[] tr = new String[n];
     UUID[] ids = new UUID[n];
+    String[] ty = null;
+    Integer[] ve = null;
     boolean callerIds = false;
     for (int i = 0; i < n; i++) {
       PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
@@ -407,8 +505,65 @@ public final class Broker {
       callerIds |= it.transactionId() != null;
       tx[i] = it.transactionId() != null ? it.transactionId() : ids[i].toString();
       tr[i] = it.traceId();
+      io.queen.PayloadTypes.Type t = types.typeOf(it.payload().getClass());
+      if (t != null) {
+        if (ty == null) {
+          ty = new String[n];
+          ve = new Integer[n];
+        }
+        ty[i] = t.name();
+        ve[i] = t.version();
+      }
     }
-    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds, items);
+    String[] kid = null;
+    String last = null;
+    boolean lastOn = false;
+    for (int i = 0; i < n; i++) {
+      if (!qs[i].equals(last)) {
+        last = qs[i];
+        lastOn = encrypted(last);
+      }
+      if (lastOn) {
+        if (!cipher.canSeal()) {
+          throw new io.queen.EncryptionException(last, noKey(last, "push to") + "; nothing was pushed");
+        }
+        if (kid == null) {
+          kid = new String[n];
+        }
+        pl[i] = cipher.seal(pl[i], ids[i]);
+        kid[i] = cipher.currentId();
+      }
+    }
+    return new Prepared(qs, ps, pl, tx, tr, ids, callerIds, items, ty, ve, kid);
+  }
+
+  /**
+   * Binds the type names, versions and key ids of a push from {@code first} on: SQL NULL for a batch without
+   * typed (or sealed) payloads, so the common push sends nothing more.
+   */
+  private static void bindTyped(Connection c, PreparedStatement st, int first, Prepared p) throws SQLException {
+    if (p.types == null) {
+      st.setNull(first, Types.ARRAY);
+      st.setNull(first + 1, Types.ARRAY);
+    } else {
+      st.setArray(first, c.createArrayOf("text", p.types));
+      st.setArray(first + 1, c.createArrayOf("int4", p.versions));
+    }
+    if (p.keyIds == null) {
+      st.setNull(first + 2, Types.ARRAY);
+    } else {
+      st.setArray(first + 2, c.createArrayOf("text", p.keyIds));
+    }
+  }
+
+  /** A refusal of a plain payload by an encrypted queue: forget the view of it and say so. */
+  private void staleEncryption(PSQLException e) {
+    if (PLAIN_TO_ENCRYPTED.equals(e.getSQLState())) {
+      ServerErrorMessage m = e.getServerErrorMessage();
+      String queue = m != null && m.getDetail() != null ? m.getDetail() : "?";
+      encryptedQueues.remove(queue);
+      throw new StaleEncryptionView(queue);
+    }
   }
 
   private List<PushResult> push(Connection c, Prepared p, boolean notify) throws SQLException {
@@ -421,6 +576,7 @@ public final class Broker {
       st.setArray(5, c.createArrayOf("text", p.traceIds));
       st.setBoolean(6, notify);
       st.setArray(7, c.createArrayOf("uuid", p.ids));
+      bindTyped(c, st, 8, p);
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int i = rs.getInt(1) - 1;
@@ -430,6 +586,7 @@ public final class Broker {
         }
       }
     } catch (PSQLException e) {
+      staleEncryption(e);
       if (QUEUE_FULL.equals(e.getSQLState())) {
         ServerErrorMessage m = e.getServerErrorMessage();
         String queue = m != null && m.getDetail() != null ? m.getDetail() : "?";
@@ -449,9 +606,13 @@ public final class Broker {
 
   /** Pops once, without waiting (one statement, its own transaction). */
   public List<Message> pop(PopRequest r) {
+    if (!cipher.canSeal() && encrypted(r.queue())) {
+      throw new io.queen.EncryptionException(r.queue(), noKey(r.queue(), "pop from"));
+    }
     // a pop whose every message was undecodable (and dealt with) pops again, a bounded number of times
     for (int round = 0; ; round++) {
       List<Popped> popped = popOnce(r);
+      refuseMissingKeys(r, popped);
       List<Message> got = deliverable(popped);
       metrics.delivered(r.queue(), r.group(), got);
       if (!got.isEmpty() || popped.isEmpty() || round == 4) {
@@ -482,17 +643,29 @@ public final class Broker {
           reportDeadLetters(st);
           while (rs.next()) {
             String text = rs.getString(7);
+            String keyId = rs.getString(13);
             JsonNode payload = null;
             String error = null;
+            String missingKey = null;
             try {
+              if (keyId != null) {
+                if (!cipher.canOpen(keyId)) {
+                  missingKey = keyId;
+                  throw new PayloadSerializationException(missingKey(r.queue(), keyId), null);
+                }
+                text = cipher.open(text, keyId, rs.getObject(4, UUID.class));
+              }
               payload = codec.parse(text);
             } catch (PayloadSerializationException e) {
               error = e.getMessage();
+            } catch (IllegalArgumentException e) {
+              error = e.getMessage(); // a sealed payload that fails its check: never the content
             }
             out.add(new Popped(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3),
                 rs.getObject(4, UUID.class), rs.getString(5), rs.getString(6),
                 payload != null ? payload : NullNode.getInstance(), rs.getTimestamp(8).toInstant(), r.group(),
-                rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper()), error));
+                rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper(), rs.getString(11), rs.getInt(12), types),
+                error, missingKey));
           }
         }
         return out;
@@ -501,8 +674,39 @@ public final class Broker {
     return popped;
   }
 
-  /** A popped row: the message, or why its payload could not be decoded. */
-  private record Popped(Message message, String error) {}
+  /**
+   * A popped row: the message, or why its payload could not be decoded; {@code missingKey} when it is sealed under
+   * a key this node does not hold.
+   */
+  private record Popped(Message message, String error, String missingKey) {}
+
+  /**
+   * A pop that met messages sealed under a key this node does not hold gives back every lease it took, without
+   * counting an attempt, and refuses with {@link io.queen.EncryptionException}: the messages stay for a node that
+   * has the key. (Auto-acked rows, whose cursor has already moved, go the way of undecodable ones: a dead-letter
+   * row and a WARN, never silently.)
+   */
+  private void refuseMissingKeys(PopRequest r, List<Popped> popped) {
+    String keyId = null;
+    for (Popped p : popped) {
+      if (p.missingKey() != null && p.message().leaseId() != null) {
+        keyId = p.missingKey();
+        break;
+      }
+    }
+    if (keyId == null) {
+      return;
+    }
+    java.util.Map<Long, Message> leases = new java.util.LinkedHashMap<>();
+    for (Popped p : popped) {
+      if (p.message().leaseId() != null) {
+        leases.putIfAbsent(p.message().partitionId(), p.message());
+      }
+    }
+    release(new ArrayList<>(leases.values()));
+    throw new io.queen.EncryptionException(r.queue(), missingKey(r.queue(), keyId) + "; the popped messages were given"
+        + " back untouched");
+  }
 
   /**
    * The messages of a pop that can be delivered, after dealing with those whose payload cannot be
@@ -817,23 +1021,24 @@ public final class Broker {
     return Sql.autoCommit(ds, "config", c -> {
       try (PreparedStatement st = c.prepareStatement("select lease_time_ms, retry_limit, retry_delay_ms, dead_letter,"
           + " delayed_processing_ms, window_buffer_ms, max_size, retention_ms, completed_retention_ms,"
-          + " allow_drop_past_committed, pending_alert_after_ms from " + schema + ".queues where name = ?")) {
+          + " allow_drop_past_committed, pending_alert_after_ms, encryption from " + schema + ".queues where name = ?")) {
         st.setString(1, queue);
         try (ResultSet rs = st.executeQuery()) {
           if (!rs.next()) {
             return QueueConfig.DEFAULTS;
           }
-          return readConfig(rs, 1);
+          return readConfig(rs, 1, 12);
         }
       }
     });
   }
 
-  static QueueConfig readConfig(ResultSet rs, int col) throws SQLException {
+  /** A queue's configuration from the columns at {@code col} (in the order of {@link #config}) and {@code encCol}. */
+  static QueueConfig readConfig(ResultSet rs, int col, int encCol) throws SQLException {
     return new QueueConfig(Duration.ofMillis(rs.getLong(col)), rs.getInt(col + 1), Duration.ofMillis(rs.getLong(col + 2)),
         rs.getBoolean(col + 3), Duration.ofMillis(rs.getLong(col + 4)), Duration.ofMillis(rs.getLong(col + 5)),
         rs.getLong(col + 6), Duration.ofMillis(rs.getLong(col + 7)), Duration.ofMillis(rs.getLong(col + 8)),
-        rs.getBoolean(col + 9), Duration.ofMillis(rs.getLong(col + 10)));
+        rs.getBoolean(col + 9), Duration.ofMillis(rs.getLong(col + 10)), rs.getBoolean(encCol));
   }
 
   /** Creates the queue if needed and stores the configuration. */
@@ -841,14 +1046,14 @@ public final class Broker {
     Sql.inTransaction(ds, "configure", c -> {
       try (PreparedStatement st = c.prepareStatement("insert into " + schema + ".queues as q (name, lease_time_ms,"
           + " retry_limit, retry_delay_ms, dead_letter, delayed_processing_ms, window_buffer_ms, max_size, retention_ms,"
-          + " completed_retention_ms, allow_drop_past_committed, pending_alert_after_ms)"
-          + " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (name) do update set lease_time_ms = excluded.lease_time_ms,"
+          + " completed_retention_ms, allow_drop_past_committed, pending_alert_after_ms, encryption)"
+          + " values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (name) do update set lease_time_ms = excluded.lease_time_ms,"
           + " retry_limit = excluded.retry_limit, retry_delay_ms = excluded.retry_delay_ms,"
           + " dead_letter = excluded.dead_letter, delayed_processing_ms = excluded.delayed_processing_ms,"
           + " window_buffer_ms = excluded.window_buffer_ms, max_size = excluded.max_size,"
           + " retention_ms = excluded.retention_ms, completed_retention_ms = excluded.completed_retention_ms,"
           + " allow_drop_past_committed = excluded.allow_drop_past_committed,"
-          + " pending_alert_after_ms = excluded.pending_alert_after_ms")) {
+          + " pending_alert_after_ms = excluded.pending_alert_after_ms, encryption = excluded.encryption")) {
         st.setString(1, queue);
         st.setLong(2, cfg.leaseTime().toMillis());
         st.setInt(3, cfg.retryLimit());
@@ -861,10 +1066,12 @@ public final class Broker {
         st.setLong(10, cfg.completedRetention().toMillis());
         st.setBoolean(11, cfg.allowDropPastCommitted());
         st.setLong(12, cfg.pendingAlertAfter().toMillis());
+        st.setBoolean(13, cfg.encryption());
         st.executeUpdate();
       }
       return null;
     });
+    encryptedQueues.remove(queue);
   }
 
   /** Deletes a queue and everything in it. */

@@ -51,7 +51,7 @@ final class DeadLettersImpl implements DeadLetters {
       }
       return Sql.autoCommit(queen.broker().dataSource(), "dead letters list", c -> {
         try (PreparedStatement st = c.prepareStatement("select d.id, p.name, d.partition_id, d.\"offset\", d.message_id,"
-            + " m.payload::text, d.error, d.attempts, d.failed_at from " + s + ".dead_letters d"
+            + " m.payload::text, d.error, d.attempts, d.failed_at, m.key_id from " + s + ".dead_letters d"
             + " join " + s + ".queues q on q.id = d.queue_id"
             + " join " + s + ".partitions p on p.id = d.partition_id"
             + " left join " + s + ".messages m on m.partition_id = d.partition_id and m.\"offset\" = d.\"offset\""
@@ -67,9 +67,21 @@ final class DeadLettersImpl implements DeadLetters {
               String text = rs.getString(6);
               JsonNode payload = null;
               String payloadError = null;
+              // a sealed payload (encrypted queue) is opened with the node's keys; without the key the entry says so
+              String keyId = rs.getString(10);
+              String json = text;
               try {
-                payload = queen.broker().codec().parse(text);
-              } catch (PayloadSerializationException e) {
+                if (text != null && keyId != null) {
+                  PayloadCipher cipher = queen.broker().cipher();
+                  json = cipher.canOpen(keyId) ? cipher.open(text, keyId, rs.getObject(5, UUID.class)) : null;
+                  if (json == null) {
+                    payloadError = queen.broker().missingKey(queue, keyId);
+                  }
+                }
+                if (json != null) {
+                  payload = queen.broker().codec().parse(json);
+                }
+              } catch (PayloadSerializationException | IllegalArgumentException e) {
                 payloadError = e.getMessage();
               }
               out.add(new DeadLetter(rs.getLong(1), queue, rs.getString(2), rs.getLong(3), rs.getLong(4), group,

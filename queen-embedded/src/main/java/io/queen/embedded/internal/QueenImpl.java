@@ -66,7 +66,7 @@ public final class QueenImpl implements Queen {
     this.metrics = new MetricsSwitch(config.meterRegistry() == null ? Metrics.NOOP
         : new MicrometerMetrics(config.meterRegistry()));
     this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
-        config.connectTimeout());
+        config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));
     this.status = new StatusReader(ds, broker.schema());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
     this.kvStore = Extensions.kvStore(this);

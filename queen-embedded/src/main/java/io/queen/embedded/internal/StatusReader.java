@@ -118,11 +118,11 @@ final class StatusReader {
           + " q.retention_ms, q.completed_retention_ms, q.allow_drop_past_committed, q.pending_alert_after_ms,"
           + " (select count(*) from " + s + ".partitions p where p.queue_id = q.id),"
           + " (select coalesce(sum(p.next_offset - p.first_offset), 0) from " + s + ".partitions p where p.queue_id = q.id),"
-          + " r.oldest_at, r.oldest_partition, r.oldest_offset, r.held_by, r.checked_at"
+          + " r.oldest_at, r.oldest_partition, r.oldest_offset, r.held_by, r.checked_at, q.encryption"
           + " from " + s + ".queues q left join " + s + ".retention_state r on r.queue_id = q.id order by q.name");
           ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
-          QueueConfig cfg = Broker.readConfig(rs, 3);
+          QueueConfig cfg = Broker.readConfig(rs, 3, 21);
           Status.RetentionStatus retention = null;
           Timestamp checked = rs.getTimestamp(20);
           if (checked != null && (!cfg.retention().isZero() || !cfg.completedRetention().isZero())) {
