@@ -23,7 +23,9 @@ import org.slf4j.LoggerFactory;
  * {@code retention_step} (V15) in auto-commit until it removes less than a batch: one partition, at most
  * {@link #BATCH} messages, one short transaction each. The step takes the retention advisory lock itself, so one
  * node at a time removes messages; when another node holds it the pass ends at once. It never waits for a pusher
- * (the partition row is taken {@code SKIP LOCKED}; a busy partition is visited on the next pass).
+ * (the partition row is taken {@code SKIP LOCKED}; a busy partition is visited on the next pass), and after each
+ * step that removed something it rests as long as the step took, so a large backlog is removed at about half the
+ * speed the server could, leaving the other half to push and pop.
  *
  * <p>At the end of a pass the queue's retention state (oldest kept message, the group holding it) is written to
  * {@code retention_state}, read by {@code status()} and the gauges. Losses under {@code allowDropPastCommitted}
@@ -38,6 +40,8 @@ final class RetentionJanitor {
   static final int BATCH = 500;
   /** Partitions per page of the walk. */
   static final int PAGE = 1_000;
+  /** The longest rest after one step (see {@link #rest}). */
+  static final long MAX_REST_MS = 200;
 
   private final String node;
   private final DataSource ds;
@@ -140,7 +144,9 @@ final class RetentionJanitor {
         }
         visited++;
         while (true) {
+          long t0 = System.nanoTime();
           Step s = step(pid);
+          rest(s.removed, System.nanoTime() - t0);
           if (s.skipped != null) {
             if (s.skipped.equals("lock")) {
               ran = false;
@@ -183,6 +189,25 @@ final class RetentionJanitor {
       LOG.debug("{} - retention removed {} message(s) from {} partition(s)", node, removed, visited);
     }
     return new RetentionRun(ran, visited, removed, lostTotal);
+  }
+
+  /**
+   * Paces the deleting: after a step that removed messages, the janitor rests as long as the step took (at most
+   * {@link #MAX_REST_MS}), so it takes at most about half of one backend's time from a busy server, and push and pop
+   * keep the rest (issue 12: a janitor deleting a large backlog must not slow pushes noticeably).
+   */
+  private static void rest(long removed, long stepNanos) {
+    if (removed <= 0) {
+      return;
+    }
+    long ms = Math.min(MAX_REST_MS, stepNanos / 1_000_000);
+    if (ms > 0) {
+      try {
+        Thread.sleep(ms);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
   }
 
   private List<Object[]> readPage(long after) {
