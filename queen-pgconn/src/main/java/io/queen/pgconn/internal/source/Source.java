@@ -31,13 +31,6 @@ public final class Source {
   /** Live sources by node and name, for {@link #halt} (fault tests). */
   private static final Map<String, Source> LIVE = new ConcurrentHashMap<>();
 
-  /** Creates the snapshot of a source (the chunked snapshot plugs in here); null: no snapshot. */
-  public interface SnapshotFactory {
-    SnapshotHook open(SourceSpec spec, String epoch, Source source);
-  }
-
-  private static volatile SnapshotFactory snapshots;
-
   private final ConnectorHost host;
   private final SourceSpec spec;
   private final long version;
@@ -70,15 +63,10 @@ public final class Source {
     this.spec = spec;
     this.version = version;
     this.password = password;
-    this.codec = Codecs.standard();
+    this.codec = new DecoderCodec();
     this.lease = new Lease(host.queen(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
     this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(slotLag::get, () -> pointerLsn,
         () -> lastCommitMicros == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - lastCommitMicros) / 1e6));
-  }
-
-  /** Sets how sources open their snapshot (the snapshot module calls this once). */
-  public static void snapshots(SnapshotFactory factory) {
-    snapshots = factory;
   }
 
   public long version() {
@@ -401,9 +389,7 @@ public final class Source {
         }
       }
       pointerLsn = pointer.lsn();
-      SnapshotFactory f = snapshots;
-      SnapshotHook h = !spec.snapshotFirst() ? null : f != null ? f.open(spec, pointer.epoch(), this)
-          : ChunkedSnapshot.forSource(spec, pointer.epoch(), () -> conns.normal(codec), this::snapshotRows,
+      SnapshotHook h = !spec.snapshotFirst() ? null : ChunkedSnapshot.forSource(spec, pointer.epoch(), () -> conns.normal(codec), this::snapshotRows,
               r -> host.newThread("pg-" + spec.name() + "-snapshot", r));
       if (h != null) {
         h.restore(pointer.snapshot());
@@ -513,7 +499,7 @@ public final class Source {
 
   /** Drops the slot (and the publication when managed) of a deleted source; best effort, logged. */
   public static void dropObjects(ConnectorHost host, SourceSpec spec, String password) {
-    Codec codec = Codecs.standard();
+    Codec codec = new DecoderCodec();
     try (Connection c = SourceConnections.of(spec, password, host.dataSource()).normal(codec)) {
       for (int i = 0; i < 50 && !SourceSetup.dropSlot(c, spec.slot()); i++) {
         Thread.sleep(200); // its owner is stopping
