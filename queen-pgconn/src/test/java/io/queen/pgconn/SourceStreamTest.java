@@ -14,9 +14,6 @@ import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
-import java.sql.Connection;
-import java.sql.ResultSet;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -51,11 +48,7 @@ class SourceStreamTest {
   }
 
   void sql(String... statements) throws Exception {
-    try (Connection c = db.connection(); Statement st = c.createStatement()) {
-      for (String s : statements) {
-        st.execute(s);
-      }
-    }
+    new SourceFixture(db).sql(statements);
   }
 
   List<Message> read(int n) {
@@ -144,17 +137,6 @@ class SourceStreamTest {
   }
 
   List<String> rows(String q) throws Exception {
-    List<String> out = new ArrayList<>();
-    try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(q)) {
-      int n = rs.getMetaData().getColumnCount();
-      while (rs.next()) {
-        List<String> r = new ArrayList<>();
-        for (int i = 1; i <= n; i++) {
-          r.add(rs.getString(i));
-        }
-        out.add(String.join(" | ", r));
-      }
-    }
-    return out;
+    return new SourceFixture(db).rows(q);
   }
 }
