@@ -13,9 +13,11 @@ import java.util.Objects;
  * <p>{@code expiryCounts} true is the core's rule (DESIGN.md §3): a lease that expires, or whose node
  * stopped heartbeating, adds one attempt to the partition's head and dead-letters it past the queue's
  * {@code retryLimit}. False (a sink, DESIGN.md §7): the group's expired leases are released without an
- * attempt and never dead-letter anything; the connector counts its own attempts and dead-letters with
- * {@code AckStatus.DEAD_LETTER}. The flag is stored on the group (V14) before the loop's first pop, and
- * stays there.
+ * attempt and never dead-letter anything; the connector counts its own attempts with {@code AckStatus.FAILED}
+ * acks of the head (durable, shared by all nodes: the head waits the queue's {@code retryDelay} and comes
+ * back alone with {@link io.queen.Message#attempt()} one higher), which for such a group never dead-letter by
+ * the queue's {@code retryLimit} (V18), and dead-letters with {@code AckStatus.DEAD_LETTER} at its own limit.
+ * The flag is stored on the group (V14) before the loop's first pop, and stays there.
  */
 public record ConsumeSpec(String queue, String group, SubscriptionMode mode, Instant from, int batch, int workers,
     Duration leaseTime, String threadRole, boolean expiryCounts) {

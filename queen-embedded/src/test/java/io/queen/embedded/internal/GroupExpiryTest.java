@@ -25,7 +25,8 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * V14: a group whose consumer counts attempts itself (a sink, DESIGN.md §7) gets its expired leases released
- * by pop without an attempt and never dead-lettered; every other group keeps DESIGN.md §3's rule.
+ * by pop without an attempt and never dead-lettered; every other group keeps DESIGN.md §3's rule. V18: such a
+ * group's FAILED acks add attempts past the queue's retryLimit; only its DEAD_LETTER ack gives up.
  */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -108,6 +109,55 @@ class GroupExpiryTest {
       List<Message> again = a.queue(q).group("sinkish").pop();
       a.ack(again, io.queen.AckStatus.FAILED, "handler said so");
       assertThat(a.queue(q).group("sinkish").pop()).extracting(Message::attempt).containsExactly(2);
+    }
+  }
+
+  /** The cursor's head attempts of one partition for a group. */
+  private static int headAttempts(DataSource ds, String queue, String group) throws SQLException {
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select cu.attempts"
+        + " from queen.cursors cu join queen.queues q on q.id = cu.queue_id where q.name = ? and cu.group_name = ?")) {
+      st.setString(1, queue);
+      st.setString(2, group);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return rs.getInt(1);
+      }
+    }
+  }
+
+  @Test
+  void failedAcksOfAGroupThatCountsItselfAddAttemptsPastRetryLimitAndOnlyDeadLetterGivesUp(DataSource ds)
+      throws Exception {
+    String q = "expiry-failed";
+    try (Queen a = node(ds, "expiry-failed-a")) {
+      a.queue(q).configure(b -> b.retryLimit(1));
+      a.queue(q).push(List.of(PushItem.of("p", Map.of("n", 0)), PushItem.of("p", Map.of("n", 1))));
+      assertThat(groupExpiry(ds, q, "sinkish", false)).isTrue();
+      assertThat(groupExpiry(ds, q, "plain", true)).isTrue();
+      // V18: five FAILED acks of the head with retryLimit 1; each adds one attempt, none dead-letters
+      for (int i = 1; i <= 5; i++) {
+        List<Message> got = a.queue(q).group("sinkish").batch(10).pop();
+        assertThat(got.get(0).offset()).isZero();
+        assertThat(got.get(0).attempt()).isEqualTo(i);
+        assertThat(a.ack(got.subList(0, 1), io.queen.AckStatus.FAILED, "refused")).extracting(AckResult::outcome)
+            .containsExactly(io.queen.AckOutcome.RETRY_SCHEDULED);
+        assertThat(headAttempts(ds, q, "sinkish")).isEqualTo(i);
+      }
+      assertThat(deadLetters(ds, q)).isZero();
+      List<Message> last = a.queue(q).group("sinkish").batch(10).pop();
+      assertThat(last).extracting(Message::offset).containsExactly(0L);
+      assertThat(last.get(0).attempt()).isEqualTo(6);
+      assertThat(a.ack(last, io.queen.AckStatus.DEAD_LETTER, "gave up")).extracting(AckResult::outcome)
+          .containsExactly(io.queen.AckOutcome.DEAD_LETTERED);
+      assertThat(deadLetters(ds, q)).isEqualTo(1);
+      assertThat(a.queue(q).group("sinkish").batch(10).pop()).extracting(Message::offset).containsExactly(1L);
+      // an ordinary group on the same queue: the second FAILED (attempts 2 > retryLimit 1) dead-letters, as before
+      for (int i = 1; i <= 2; i++) {
+        List<Message> got = a.queue(q).group("plain").batch(10).pop();
+        assertThat(a.ack(got.subList(0, 1), io.queen.AckStatus.FAILED, "refused")).extracting(AckResult::outcome)
+            .containsExactly(i == 1 ? io.queen.AckOutcome.RETRY_SCHEDULED : io.queen.AckOutcome.DEAD_LETTERED);
+      }
+      assertThat(deadLetters(ds, q)).isEqualTo(2);
     }
   }
 

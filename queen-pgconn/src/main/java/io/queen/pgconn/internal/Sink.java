@@ -70,8 +70,6 @@ final class Sink {
   final AtomicLong dlq = new AtomicLong();
   final AtomicLong batches = new AtomicLong();
   final AtomicLong errors = new AtomicLong();
-  /** Data-error attempts per message on this node ({@code partitionId:offset}). */
-  private final Map<String, Integer> attempts = new ConcurrentHashMap<>();
   /** Connections to another database, one per worker thread. */
   private final Map<Thread, Connection> external = new ConcurrentHashMap<>();
   private final Map<Connection, Map<String, PreparedStatement>> statements = new ConcurrentHashMap<>();
@@ -323,8 +321,12 @@ final class Sink {
     }
   }
 
-  /** What one committed batch did: messages to complete, to dead-letter (with the error), and held back. */
-  private record Outcome(List<Message> done, Map<Message, String> dead, List<Message> held) {}
+  /**
+   * What one committed batch did: messages to complete, to dead-letter (with the error), to fail (a refused
+   * head with attempts left, with the error: one durable attempt), and held back after a failed one.
+   */
+  private record Outcome(List<Message> done, Map<Message, String> dead, Map<Message, String> failed,
+      List<Message> held) {}
 
   private Outcome apply(Connection c, List<Message> batch) throws SQLException {
     TreeMap<Long, List<Message>> byPartition = new TreeMap<>();
@@ -346,14 +348,18 @@ final class Sink {
       }
     }
     Map<Message, String> dead = new LinkedHashMap<>();
+    Map<Message, String> failed = new LinkedHashMap<>();
     List<Message> held = new ArrayList<>();
     Map<Long, Long> advance = new HashMap<>();
-    boolean fast = true;
+    // a message refused before (attempt > 1: for the sink's group only a FAILED ack counts) goes message by
+    // message at once rather than failing the batch's one statement again
+    boolean refusedBefore = fresh.stream().anyMatch(m -> m.attempt() > 1);
+    boolean fast = !refusedBefore;
     for (Message m : fresh) {
       advance.merge(m.partitionId(), m.offset(), Math::max);
     }
     try {
-      if (runFast(c, fresh, advance)) {
+      if (fast && runFast(c, fresh, advance)) {
         advance.clear(); // advanced by the last statement
       }
     } catch (SQLException e) {
@@ -368,9 +374,10 @@ final class Sink {
     }
     if (!fast) {
       advance.clear();
-      c.rollback(); // the locks go too: take them again and apply message by message
-      last = lockProgress(c, byPartition);
-      advance.clear();
+      if (!refusedBefore) {
+        c.rollback(); // the locks go too: take them again and apply message by message
+        last = lockProgress(c, byPartition);
+      }
       for (List<Message> part : byPartition.values()) {
         for (int i = 0; i < part.size(); i++) {
           Message m = part.get(i);
@@ -387,11 +394,10 @@ final class Sink {
               throw se;
             }
             c.rollback(sp);
-            String key = m.partitionId() + ":" + m.offset();
-            int n = attempts.merge(key, 1, Integer::sum);
+            // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
+            int n = m.attempt();
             String why = e instanceof SQLException se ? host.describe(se) : e.getMessage();
             if (n >= spec.maxAttempts()) {
-              attempts.remove(key);
               dead.put(m, "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + errorText(e));
               advance.merge(m.partitionId(), m.offset(), Math::max);
               LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
@@ -399,7 +405,9 @@ final class Sink {
             } else {
               LOG.warn("{} - sink '{}': partition '{}' offset {} refused (attempt {} of {}): {}", host.nodeId(),
                   spec.name(), m.partition(), m.offset(), n, spec.maxAttempts(), why);
-              held.addAll(part.subList(i, part.size()));
+              failed.put(m, "sink '" + spec.name() + "' attempt " + n + " of " + spec.maxAttempts() + " refused: "
+                  + errorText(e));
+              held.addAll(part.subList(i + 1, part.size()));
               break;
             }
           }
@@ -407,7 +415,7 @@ final class Sink {
       }
       done.clear();
       for (Message m : batch) {
-        if (!dead.containsKey(m) && !held.contains(m)) {
+        if (!dead.containsKey(m) && !failed.containsKey(m) && !held.contains(m)) {
           done.add(m);
         }
       }
@@ -442,7 +450,7 @@ final class Sink {
       lastCode = null;
       lastError = null;
     }
-    return new Outcome(done, dead, held);
+    return new Outcome(done, dead, failed, held);
   }
 
   /** Moves the offsets of the batch's partitions: (partition ids, last offsets, sink). */
@@ -802,38 +810,37 @@ final class Sink {
   }
 
   /**
-   * Acknowledges what the committed batch did, in offset order; held partitions go back without an attempt.
-   * The common case, every message completed, is returned for the loop to acknowledge without waiting: the
-   * next batch's target transaction then runs while that ack commits (a lost ack only redelivers messages
-   * the progress rows make no-ops).
+   * Acknowledges what the committed batch did. The common case, every message completed, is returned for the
+   * loop to acknowledge without waiting: the next batch's target transaction then runs while that ack commits
+   * (a lost ack only redelivers messages the progress rows make no-ops). Otherwise one Queen transaction, in
+   * offset order: the completed ones, each dead letter ({@code DEAD_LETTER}), and each refused head with
+   * attempts left ({@code FAILED}: one attempt on the cursor, durable and seen by every node; the partition
+   * waits the queue's {@code retryDelay} and its lease is released with it, so the messages held after the head
+   * come again). Nothing here waits: the other partitions' next batches are not held up by the backoff.
    */
-  private List<Message> settle(Outcome o) throws GiveBack, InterruptedException {
-    if (o.dead.isEmpty() && o.held.isEmpty()) {
+  private List<Message> settle(Outcome o) {
+    if (o.dead.isEmpty() && o.failed.isEmpty()) {
       return o.done;
     }
-    if (o.dead.isEmpty()) {
-      if (!o.done.isEmpty()) {
-        host.queen().ack(o.done);
+    List<Message> all = new ArrayList<>(o.done);
+    all.addAll(o.dead.keySet());
+    all.addAll(o.failed.keySet());
+    all.sort(java.util.Comparator.comparingLong(Message::partitionId).thenComparingLong(Message::offset));
+    Transaction tx = host.queen().transaction();
+    for (Message m : all) {
+      String dead = o.dead.get(m);
+      String failed = o.failed.get(m);
+      if (dead != null) {
+        tx.ack(m, AckStatus.DEAD_LETTER, dead);
+      } else if (failed != null) {
+        tx.ack(m, AckStatus.FAILED, failed);
+      } else {
+        tx.ack(m);
       }
-    } else {
-      List<Message> all = new ArrayList<>(o.done);
-      all.addAll(o.dead.keySet());
-      all.sort(java.util.Comparator.comparingLong(Message::partitionId).thenComparingLong(Message::offset));
-      Transaction tx = host.queen().transaction();
-      for (Message m : all) {
-        String err = o.dead.get(m);
-        if (err != null) {
-          tx.ack(m, AckStatus.DEAD_LETTER, err);
-        } else {
-          tx.ack(m);
-        }
-      }
-      tx.commit(); // a lost lease is a result: the next holder finds the work done in the progress table
     }
-    if (!o.held.isEmpty()) {
-      Thread.sleep(Math.min(2_000, 100L * spec.maxAttempts()));
-      throw new GiveBack("a refused message is tried again");
-    }
+    // a lost lease rolls the whole bundle back: nothing counted (as for a crash); the next holder finds the
+    // applied work in the progress table and tries the refused head again at the same attempt
+    tx.commit();
     return List.of();
   }
 }
