@@ -284,13 +284,16 @@ public final class Broker {
 
   // ------------------------------------------------------------------------------------ encryption
 
-  /** Whether the queue has encryption on, from this node's view (read again after 5 s, or after a refusal). */
-  public boolean encrypted(String queue) {
+  /**
+   * Whether the queue has encryption on, from this node's view (read again after 5 s, or after a refusal).
+   * {@code operation} names the call in a failure ("push", "pop"): it is that call that failed.
+   */
+  public boolean encrypted(String queue, String operation) {
     EncryptionView v = encryptedQueues.get(queue);
     if (v != null && v.until - System.nanoTime() > 0) {
       return v.on;
     }
-    boolean on = Sql.autoCommit(ds, "queue options", c -> {
+    boolean on = Sql.autoCommit(ds, operation, c -> {
       try (PreparedStatement st = c.prepareStatement("select encryption from " + schema + ".queues where name = ?")) {
         st.setString(1, queue);
         try (ResultSet rs = st.executeQuery()) {
@@ -521,7 +524,7 @@ public final class Broker {
     for (int i = 0; i < n; i++) {
       if (!qs[i].equals(last)) {
         last = qs[i];
-        lastOn = encrypted(last);
+        lastOn = encrypted(last, "push");
       }
       if (lastOn) {
         if (!cipher.canSeal()) {
@@ -606,7 +609,7 @@ public final class Broker {
 
   /** Pops once, without waiting (one statement, its own transaction). */
   public List<Message> pop(PopRequest r) {
-    if (!cipher.canSeal() && encrypted(r.queue())) {
+    if (!cipher.canSeal() && encrypted(r.queue(), "pop")) {
       throw new io.queen.EncryptionException(r.queue(), noKey(r.queue(), "pop from"));
     }
     // a pop whose every message was undecodable (and dealt with) pops again, a bounded number of times
