@@ -23,6 +23,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -33,11 +35,16 @@ import org.postgresql.replication.PGReplicationStream;
 /**
  * The running stream of one owned source (cdc.md §2.2–2.4, rules R1–R6). Threading: the I/O thread owns the
  * {@link PGReplicationStream} (reads, status updates, confirmations) and never waits for Queen; the committer
- * thread turns decoded transactions into events and pushes them, each source transaction (or several small ones
- * together, or a big one in pieces) as one Queen transaction that also moves the pointer with {@code expect} =
- * the version this owner last wrote. Only after that commit does it publish the transaction's end LSN, which the
- * I/O thread confirms (never backwards). Changes at or below the pointer (by commit LSN and ordinal) are dropped.
- * A failure ends both threads; {@link #failure()} says why, and the owner starts a new stream.
+ * thread turns decoded transactions into events and builds each source transaction (or several small ones
+ * together, or a big one in pieces) into one Queen transaction, its payloads encoded; the pusher thread commits
+ * those in the order they were built, each with the pointer write ({@code expect} = the version this owner last
+ * wrote), so the committer builds the next bundle while the database works on the one before (at most one waits).
+ * Only after a commit does the pusher publish the transaction's end LSN, which the I/O thread confirms (never
+ * backwards). Changes at or below the pointer (by commit LSN and ordinal) are dropped; the committer judges that
+ * against the pointer as it will be once everything it handed over is committed ({@code planned}), which is the
+ * pointer Queen holds whenever nothing is in flight. A failure ends all three threads (what was built and not
+ * committed is dropped; the pointer did not move for it); {@link #failure()} says why, and the owner starts a new
+ * stream.
  */
 final class Stream {
   /** Why a stream ended. */
@@ -58,7 +65,7 @@ final class Stream {
 
   /** Changes of one source transaction from ordinal {@code first}; {@code last}: its commit came. */
   private record Piece(long commitLsn, long endLsn, long xid, long commitMicros, int first, List<Change> changes,
-      boolean last, long bytes) implements Item {
+      boolean last, long bytes, int permits) implements Item {
     boolean whole() {
       return first == 0 && last;
     }
@@ -70,6 +77,13 @@ final class Stream {
 
   private record Idle(long walEnd) implements Item {}
 
+  /**
+   * A Queen transaction the committer built (its pushes, payloads encoded), for the pusher to finish with the
+   * pointer write and commit: {@code snapshotRows} counts snapshot rows, for a marker's bundle.
+   */
+  private record Ready(Transaction tx, ObjectNode pointerJson, Pointer next, int events, int transactions,
+      long commitMicros, int snapshotRows) {}
+
   private final Source source;
   private final SourceSpec spec;
   private final Codec codec;
@@ -79,16 +93,30 @@ final class Stream {
   private final Connection replication;
   private final SnapshotHook hook;
   private final String pointerKey;
-  private final BlockingQueue<Item> queue = new ArrayBlockingQueue<>(16);
+  /**
+   * Items for the committer. Bounded by count (so markers and type notes cannot pile up) and, for pieces, by
+   * their bytes through {@link #budget}: about two bundles of changes wait at most, whatever the size of the
+   * source transactions, so a bundle can gather up to {@code maxBundleMessages} small transactions.
+   */
+  private final BlockingQueue<Item> queue = new LinkedBlockingQueue<>(QUEUE_ITEMS);
+  /** Decoded bytes the committer has not taken yet, in KiB; see {@link #permits}. */
+  private final Semaphore budget;
+  private final int budgetKib;
   private final AtomicLong confirm = new AtomicLong();
   private final AtomicReference<Failure> failure = new AtomicReference<>();
   private volatile boolean stopping;
   private volatile boolean committerIdle = true;
+  /** The pointer Queen holds (written by the pusher thread). */
   private volatile Pointer pointer;
   private volatile long pointerVersion;
+  /** The pointer after every bundle handed to the pusher (committer thread only). */
+  private Pointer planned;
+  /** Bundles built by the committer, in stream order; one waits while the pusher commits the one before. */
+  private final BlockingQueue<Ready> ready = new ArrayBlockingQueue<>(1);
   private PGReplicationStream stream;
   private Thread io;
   private Thread committer;
+  private Thread pusher;
   /** Relations as the stream sent them, to the same with their types resolved and their row key flagged. */
   private final Map<PgMessage.Relation, PgMessage.Relation> keyed = new IdentityHashMap<>();
 
@@ -103,12 +131,23 @@ final class Stream {
     this.replication = replication;
     this.hook = hook;
     this.pointer = pointer;
+    this.planned = pointer;
     this.pointerVersion = pointerVersion;
     this.pointerKey = Lease.pointerKey(spec.name());
     this.confirm.set(pointer.flush());
+    this.budgetKib = (int) Math.min(Integer.MAX_VALUE / 2, 2L * spec.maxBundleBytes() / 1024);
+    this.budget = new Semaphore(budgetKib);
   }
 
-  /** Starts replication at the pointer (throws what START_REPLICATION refused), then the two threads. */
+  /** The most items waiting for the committer: a bundle's worth of one-change transactions, and some. */
+  private static final int QUEUE_ITEMS = 16_384;
+
+  /** A piece's share of the budget: its bytes in KiB (at least 1, at most the whole budget). */
+  private int permits(long bytes) {
+    return (int) Math.max(1, Math.min(budgetKib, bytes / 1024 + 1));
+  }
+
+  /** Starts replication at the pointer (throws what START_REPLICATION refused), then the three threads. */
   void start(java.util.function.BiFunction<String, Runnable, Thread> threads) throws SQLException {
     stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
         .withSlotName("\"" + spec.slot() + "\"")
@@ -125,8 +164,10 @@ final class Stream {
     stream.forceUpdateStatus();
     io = threads.apply("io", this::readLoop);
     committer = threads.apply("commit", this::commitLoop);
+    pusher = threads.apply("push", this::pushLoop);
     io.start();
     committer.start();
+    pusher.start();
   }
 
   Failure failure() {
@@ -156,12 +197,18 @@ final class Stream {
     if (committer != null) {
       committer.interrupt();
     }
+    if (pusher != null) {
+      pusher.interrupt();
+    }
     try {
       if (io != null) {
         io.join(10_000);
       }
       if (committer != null) {
         committer.join(10_000);
+      }
+      if (pusher != null) {
+        pusher.join(10_000);
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -222,7 +269,8 @@ final class Stream {
           ordinal++;
           bytes += size(m);
           if (open != null && (changes.size() >= spec.maxBundleMessages() || bytes >= spec.maxBundleBytes())) {
-            put(new Piece(open.finalLsn(), 0, open.xid(), open.commitTimeMicros(), first, changes, false, bytes));
+            put(new Piece(open.finalLsn(), 0, open.xid(), open.commitTimeMicros(), first, changes, false, bytes,
+                permits(bytes)));
             first = ordinal;
             changes = new ArrayList<>();
             bytes = 0;
@@ -231,7 +279,8 @@ final class Stream {
           source.truncateSkipped();
         } else if (m instanceof PgMessage.Commit c) {
           if (open != null) {
-            put(new Piece(c.commitLsn(), c.endLsn(), open.xid(), c.commitTimeMicros(), first, changes, true, bytes));
+            put(new Piece(c.commitLsn(), c.endLsn(), open.xid(), c.commitTimeMicros(), first, changes, true, bytes,
+                permits(bytes)));
           }
           open = null;
           changes = new ArrayList<>();
@@ -276,14 +325,32 @@ final class Stream {
     return java.util.Arrays.asList(((PgMessage.Delete) m).before());
   }
 
-  /** Hands an item to the committer; while the committer is busy, keeps the walsender answered. */
+  /**
+   * Hands an item to the committer (a piece once its bytes fit the budget); while the committer is busy, keeps
+   * the walsender answered.
+   */
   private void put(Item item) throws InterruptedException, SQLException {
+    int permits = item instanceof Piece p ? p.permits() : 0;
+    while (!stopping && permits > 0) {
+      if (budget.tryAcquire(permits, 500, TimeUnit.MILLISECONDS)) {
+        break;
+      }
+      applyConfirm();
+      stream.forceUpdateStatus();
+    }
     while (!stopping) {
       if (queue.offer(item, 500, TimeUnit.MILLISECONDS)) {
         return;
       }
       applyConfirm();
       stream.forceUpdateStatus();
+    }
+  }
+
+  /** The committer took {@code item} off the queue: its bytes leave the budget. */
+  private void taken(Item item) {
+    if (item instanceof Piece p) {
+      budget.release(p.permits());
     }
   }
 
@@ -308,6 +375,7 @@ final class Stream {
           committerIdle = true;
           continue;
         }
+        taken(first);
         committerIdle = false;
         if (first instanceof TypeInfo t) {
           codec.learn(t.type());
@@ -333,7 +401,7 @@ final class Stream {
                 || bytes + q.bytes() > spec.maxBundleBytes()) {
               break;
             }
-            queue.poll();
+            taken(queue.poll());
             bundle.add(q);
             changes += q.changes().size();
             bytes += q.bytes();
@@ -353,8 +421,9 @@ final class Stream {
     }
   }
 
-  private void push(List<Piece> bundle) throws SQLException {
-    Pointer p = pointer;
+
+  private void push(List<Piece> bundle) throws SQLException, InterruptedException {
+    Pointer p = planned;
     List<io.queen.pgconn.internal.source.SourceEvent> events = new ArrayList<>();
     int transactions = 0;
     Piece last = bundle.get(bundle.size() - 1);
@@ -377,7 +446,7 @@ final class Stream {
         || (last.commitLsn() == p.lsn() && p.complete())) {
       return; // the whole bundle was in Queen already (a restart re-reads from the pointer)
     }
-    commit(events, next, transactions, last.commitMicros());
+    handOver(events, next, transactions, last.commitMicros(), 0);
   }
 
   private void events(Piece piece, Change ch, int ordinal, List<SourceEvent> out) throws SQLException {
@@ -395,7 +464,7 @@ final class Stream {
       rel = codec.resolve(normal, raw);
       keyed.put(raw, rel);
     }
-    String epoch = pointer.epoch();
+    String epoch = planned.epoch();
     long lsn = piece.commitLsn();
     if (ch.message() instanceof PgMessage.Insert i) {
       emit(out, table, rel, i.after(), "c", null, i.after(), piece, ordinal, codec.changeId(epoch, lsn, ordinal));
@@ -474,8 +543,8 @@ final class Stream {
     return new PgMessage.Tuple(kinds, texts);
   }
 
-  private void marker(PgMessage.LogicalMessage m) {
-    Pointer p = pointer;
+  private void marker(PgMessage.LogicalMessage m) throws InterruptedException {
+    Pointer p = planned;
     if (hook == null || p.covers(m.lsn())) {
       return;
     }
@@ -485,28 +554,70 @@ final class Stream {
     // pointer says "none of a transaction committed at this LSN is in" (count 0, not complete), or that
     // transaction would be taken as pushed and dropped
     Pointer next = new Pointer(m.lsn(), 0, false, flush, p.epoch(), hook.progress(), false);
-    commit(events, next, 0, 0); // the hook counts its rows (fills are not rows)
+    handOver(events, next, 0, 0, 0); // the hook counts its rows (fills are not rows)
   }
 
   /** R4: nothing in flight; the pointer moves to the WAL end first, then the slot is confirmed there. */
-  private void idleAdvance(long walEnd) {
-    Pointer p = pointer;
+  private void idleAdvance(long walEnd) throws InterruptedException {
+    Pointer p = planned;
     if (Long.compareUnsigned(walEnd, p.flush()) <= 0 || Long.compareUnsigned(walEnd, p.lsn()) <= 0) {
       return;
     }
     // walEnd is where the next record starts, possibly a commit not yet received: none of it is in (as a marker)
     Pointer next = new Pointer(walEnd, 0, false, walEnd, p.epoch(), hook == null ? p.snapshot() : hook.progress(),
         false);
-    commit(List.of(), next, 0, 0);
+    handOver(List.of(), next, 0, 0, 0);
   }
 
-  /** One Queen transaction: the events and the pointer ({@code expect}), then the confirmation. */
-  private void commit(List<SourceEvent> events, Pointer next, int transactions, long commitMicros) {
+  /**
+   * Builds one Queen transaction of the events (their payloads encoded now, on the committer thread) and hands it
+   * to the pusher, which adds the pointer and commits while the committer builds the next one. Waits while the
+   * pusher still has one waiting.
+   */
+  private void handOver(List<SourceEvent> events, Pointer next, int transactions, long commitMicros, int snapshotRows)
+      throws InterruptedException {
     Transaction tx = queen.transaction();
     for (SourceEvent e : events) {
       tx.push(PushItem.to(e.queue(), e.partition(), e.payload()).transactionId(e.transactionId()));
     }
-    tx.put(Lease.NAMESPACE, pointerKey, next.json(mapper, codec), Kv.forever().expect(pointerVersion).required());
+    Ready r = new Ready(tx, next.json(mapper, codec), next, events.size(), transactions, commitMicros, snapshotRows);
+    while (!stopping) {
+      if (ready.offer(r, 200, TimeUnit.MILLISECONDS)) {
+        planned = next;
+        return;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------ the pusher thread
+
+  /** Commits the committer's bundles in order, each with the pointer ({@code expect}), then the confirmation. */
+  private void pushLoop() {
+    try {
+      while (!stopping) {
+        Ready r = ready.poll(200, TimeUnit.MILLISECONDS);
+        if (r != null) {
+          commit(r);
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (RuntimeException e) {
+      if (!stopping) {
+        fail(Kind.BROKEN, e);
+      }
+    } finally {
+      stopping = true;
+      if (committer != null) {
+        committer.interrupt();
+      }
+    }
+  }
+
+  /** One Queen transaction: the events and the pointer ({@code expect}), then the confirmation. */
+  private void commit(Ready ready) {
+    Transaction tx = ready.tx();
+    tx.put(Lease.NAMESPACE, pointerKey, ready.pointerJson(), Kv.forever().expect(pointerVersion).required());
     CommitResult r = tx.commit();
     if (!r.success()) {
       fail(Kind.POINTER_LOST, null);
@@ -514,9 +625,13 @@ final class Stream {
     }
     KvWriteResult w = r.writes().get(r.writes().size() - 1);
     pointerVersion = w.version();
+    Pointer next = ready.next();
     pointer = next;
     // flush is always safe to confirm: a piece short of its transaction's end keeps the previous one
     confirm.accumulateAndGet(next.flush(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
-    source.committed(events.size(), transactions, next, commitMicros);
+    if (ready.snapshotRows() > 0) {
+      source.snapshotRows(ready.snapshotRows());
+    }
+    source.committed(ready.events(), ready.transactions(), next, ready.commitMicros());
   }
 }
