@@ -66,6 +66,22 @@ class NewPartitionsPushTest {
     return out;
   }
 
+  /**
+   * The push a database ends up with after every migration still creates new partitions at their final offset: a
+   * later migration that replaced push from an older body (V17 did, from V13's) loses that silently, and the
+   * behaviour tests cannot see it (the offsets are right either way; only the extra row version is gone).
+   */
+  @Test
+  void theInstalledPushCreatesNewPartitionsAtTheirFinalOffset() throws Exception {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+        "select p.prosrc from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
+            + " where n.nspname = 'newparts' and p.proname = 'push'")) {
+      assertThat(rs.next()).isTrue();
+      assertThat(rs.getString(1)).contains("v_preset").contains("payload_type");
+      assertThat(rs.next()).as("one push function").isFalse();
+    }
+  }
+
   @Test
   void newPartitionsTakeOffsetsFromZeroSkipDuplicatesAndTheNextPushAppends() throws Exception {
     String q = "np-open";
