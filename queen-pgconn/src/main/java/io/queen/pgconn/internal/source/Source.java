@@ -389,8 +389,10 @@ public final class Source {
         }
       }
       pointerLsn = pointer.lsn();
-      SnapshotHook h = !spec.snapshotFirst() ? null : ChunkedSnapshot.forSource(spec, pointer.epoch(), () -> conns.normal(codec), this::snapshotRows,
-              r -> host.newThread("pg-" + spec.name() + "-snapshot", r));
+      // the snapshot's rows are counted by the stream once Queen committed them (a chunk handed over and lost
+      // with its owner is copied again by the next one, and counted there)
+      SnapshotHook h = !spec.snapshotFirst() ? null : ChunkedSnapshot.forSource(spec, pointer.epoch(),
+          () -> conns.normal(codec), rows -> { }, r -> host.newThread("pg-" + spec.name() + "-snapshot", r));
       if (h != null) {
         h.restore(pointer.snapshot());
       }

@@ -554,7 +554,13 @@ final class Stream {
     // pointer says "none of a transaction committed at this LSN is in" (count 0, not complete), or that
     // transaction would be taken as pushed and dropped
     Pointer next = new Pointer(m.lsn(), 0, false, flush, p.epoch(), hook.progress(), false);
-    handOver(events, next, 0, 0, 0); // the hook counts its rows (fills are not rows)
+    int rows = 0; // the chunk's rows, counted once Queen committed them (fills are not rows)
+    for (SourceEvent e : events) {
+      if ("r".equals(e.payload().path("op").asText())) {
+        rows++;
+      }
+    }
+    handOver(events, next, 0, 0, rows);
   }
 
   /** R4: nothing in flight; the pointer moves to the WAL end first, then the slot is confirmed there. */
