@@ -449,11 +449,17 @@ public final class QueenBenchmark {
     stop.set(true);
     janitor.join();
     progress("push_batch100, janitor deleting", with);
+    // the same pushes again, the backlog gone: the baseline is the mean of the windows before and after, so the
+    // JIT's warming over the first window does not count for the janitor
+    settle();
+    Result after = measure("retention-push-after", THREADS, pusher, Window.timed(options.warmup(), options.window()));
+    progress("push_batch100, no janitor work (after)", after);
     say(String.format(Locale.ROOT, "  janitor removed %,d messages during warm-up and window (%.0f/s)%s", during,
         during / seconds, during >= backlog ? "; the backlog ran out before the window ended" : ""));
-    double ratio = with.perSecond() / without.perSecond();
-    rows.add(new Row("retention_push_impact", num(with.perSecond(), 0), num(without.perSecond(), 0), "msgs/s", num(ratio, 3),
-        ">= 0.90", verdict(ratio >= 0.9), "baseline: the same pushes without the janitor deleting"));
+    double baseline = (without.perSecond() + after.perSecond()) / 2;
+    double ratio = with.perSecond() / baseline;
+    rows.add(new Row("retention_push_impact", num(with.perSecond(), 0), num(baseline, 0), "msgs/s", num(ratio, 3),
+        ">= 0.90", verdict(ratio >= 0.9), "baseline: the same pushes without the janitor deleting, before and after"));
     lines.add("RATIO retention_push_impact " + num(ratio, 3));
     lines.add(figure("retention_removed_per_s", during / seconds, "msgs/s"));
     deleteQueue(q);

@@ -42,6 +42,8 @@ final class RetentionJanitor {
   static final int PAGE = 1_000;
   /** The longest rest after one step (see {@link #rest}). */
   static final long MAX_REST_MS = 200;
+  /** The rest after a step, in multiples of the step's time (see {@link #rest}). */
+  static final long REST_FACTOR = 2;
 
   private final String node;
   private final DataSource ds;
@@ -192,21 +194,20 @@ final class RetentionJanitor {
   }
 
   /**
-   * Paces the deleting: after a step that removed messages, the janitor rests as long as the step took (at most
-   * {@link #MAX_REST_MS}), so it takes at most about half of one backend's time from a busy server, and push and pop
-   * keep the rest (issue 12: a janitor deleting a large backlog must not slow pushes noticeably).
+   * Paces the deleting: after a step that removed messages, the janitor rests {@link #REST_FACTOR} times as long as
+   * the step took (at most {@link #MAX_REST_MS}), so it takes about a third of one backend's time from a busy
+   * server, and push and pop keep the rest (issue 12: a janitor deleting a large backlog must not slow pushes
+   * noticeably).
    */
   private static void rest(long removed, long stepNanos) {
     if (removed <= 0) {
       return;
     }
-    long ms = Math.min(MAX_REST_MS, stepNanos / 1_000_000);
-    if (ms > 0) {
-      try {
-        Thread.sleep(ms);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
+    long nanos = Math.min(MAX_REST_MS * 1_000_000, REST_FACTOR * stepNanos);
+    try {
+      Thread.sleep(nanos / 1_000_000, (int) (nanos % 1_000_000));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 
