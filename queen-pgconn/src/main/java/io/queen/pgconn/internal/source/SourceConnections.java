@@ -96,14 +96,7 @@ final class SourceConnections {
 
   /** A normal connection, auto-commit on, with the session settings applied. */
   Connection normal(Codec codec) throws SQLException {
-    Connection c = connect(base());
-    try {
-      codec.applySession(c);
-      return c;
-    } catch (SQLException | RuntimeException e) {
-      c.close();
-      throw e;
-    }
+    return withSession(connect(base()), codec);
   }
 
   /** A replication connection (walsender, database mode) with the session settings applied. */
@@ -112,7 +105,11 @@ final class SourceConnections {
     PGProperty.REPLICATION.set(p, "database");
     PGProperty.ASSUME_MIN_SERVER_VERSION.set(p, "9.4");
     PGProperty.PREFER_QUERY_MODE.set(p, "simple");
-    Connection c = connect(p);
+    return withSession(connect(p), codec);
+  }
+
+  /** {@code c} with the session settings applied; closed when they cannot be. */
+  private static Connection withSession(Connection c, Codec codec) throws SQLException {
     try {
       codec.applySession(c);
       return c;
