@@ -198,6 +198,71 @@ class SinkModesTest {
         .containsEntry("errors", 0L).containsEntry("dlq", 0L);
   }
 
+  /**
+   * The sink reduces an upsert batch to the last row per key by the keys' JSON text: {@code 5} and {@code "5"}
+   * differ there but are one key to PostgreSQL. The batch's statement then meets that key twice (21000) and the
+   * batch is applied message by message: the later row wins, nothing is dead-lettered or counted as an error.
+   */
+  @Test
+  void keysWrittenDifferentlyButReadAsOneEndAsAppliedInOrder() throws Exception {
+    sql("CREATE TABLE spelled (id bigint PRIMARY KEY, tier text)");
+    queen.push(List.of(PushItem.to("spelled", "p", Map.of("id", 5, "tier", "first")),
+        PushItem.to("spelled", "p", Map.of("id", "5", "tier", "second")),
+        PushItem.to("spelled", "p", Map.of("id", 6, "tier", "other"))));
+    queen.connectors().put("spelled", """
+        {"kind": "sink", "sink": {"queue": "spelled", "table": "spelled", "mode": "upsert"}}""");
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(queen.connectors().status("spelled").orElseThrow().counters()).containsEntry("applied", 3L));
+    assertThat(rows("select id, tier from spelled order by id")).containsExactly("5 | second", "6 | other");
+    assertThat(queen.connectors().status("spelled").orElseThrow().counters()).containsEntry("batches", 1L)
+        .containsEntry("errors", 0L).containsEntry("dlq", 0L);
+  }
+
+  /**
+   * A batch reads its partitions' progress rows before it writes. Messages that follow them are applied (in one
+   * statement); messages a batch applied before without their acknowledgement reaching Queen (the row is ahead)
+   * are skipped; when the row is behind (messages the sink never read, as when retention removed them) every
+   * message is applied. Each case once, then the batches after it: nothing twice, nothing lost.
+   */
+  @Test
+  void theProgressRowsDecideWhatABatchApplies() throws Exception {
+    sql("CREATE TABLE steps (id bigint PRIMARY KEY, n int)");
+    List<PushItem> items = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      items.add(PushItem.to("steps", "ahead", Map.of("id", i, "n", i)));
+      items.add(PushItem.to("steps", "behind", Map.of("id", 100 + i, "n", i)));
+    }
+    queen.push(items);
+    sql("CREATE SCHEMA IF NOT EXISTS queen");
+    sql("CREATE TABLE IF NOT EXISTS queen.sink_progress (sink text NOT NULL, partition_id bigint NOT NULL, partition"
+        + " text NOT NULL, last_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),"
+        + " PRIMARY KEY (sink, partition_id))"); // as the module README documents it
+    sql("INSERT INTO queen.sink_progress (sink, partition_id, partition, last_offset) SELECT 'steps', p.id, p.name,"
+        + " CASE p.name WHEN 'ahead' THEN 4 ELSE -7 END FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id"
+        + " WHERE q.name = 'steps'");
+    queen.connectors().put("steps", """
+        {"kind": "sink", "sink": {"queue": "steps", "table": "steps", "mode": "upsert", "batchSize": 5}}""");
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(queen.connectors().status("steps").orElseThrow().counters()).containsEntry("applied", 15L)
+            .containsEntry("skipped", 5L));
+    assertThat(rows("select min(id), max(id), count(*) from steps where id < 100")).containsExactly("5 | 9 | 5");
+    assertThat(rows("select min(id), max(id), count(*) from steps where id >= 100")).containsExactly("100 | 109 | 10");
+    // the batches after those follow their progress rows
+    items.clear();
+    for (int i = 10; i < 20; i++) {
+      items.add(PushItem.to("steps", "ahead", Map.of("id", i, "n", i)));
+      items.add(PushItem.to("steps", "behind", Map.of("id", 100 + i, "n", i)));
+    }
+    queen.push(items);
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(queen.connectors().status("steps").orElseThrow().counters()).containsEntry("applied", 35L));
+    assertThat(queen.connectors().status("steps").orElseThrow().counters()).containsEntry("skipped", 5L)
+        .containsEntry("errors", 0L).containsEntry("dlq", 0L);
+    assertThat(rows("select count(*), sum(n) from steps")).containsExactly("35 | 370"); // n: 5..19 and 0..19
+    assertThat(rows("select partition, last_offset from queen.sink_progress where sink = 'steps' order by partition"))
+        .containsExactly("ahead | 19", "behind | 19");
+  }
+
   @Test
   void appendModeWritesEveryMessageAndDefaultsTheRest() throws Exception {
     sql("CREATE TABLE events (seq bigserial PRIMARY KEY, kind text NOT NULL, at text DEFAULT 'now', body jsonb, q_part text)");

@@ -333,6 +333,9 @@ final class Sink {
     for (Message m : batch) {
       byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
     }
+    if (applyFollowing(c, batch, byPartition)) {
+      return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0);
+    }
     Map<Long, Long> last = lockProgress(c, byPartition);
     List<Message> fresh = new ArrayList<>();
     List<Message> done = new ArrayList<>();
@@ -435,6 +438,12 @@ final class Sink {
       bindAdvance(c, st, advance);
       st.executeUpdate();
     }
+    return committed(c, done, dead, failed, held, skippedHere);
+  }
+
+  /** Commits the batch's target transaction and counts what it did. */
+  private Outcome committed(Connection c, List<Message> done, Map<Message, String> dead, Map<Message, String> failed,
+      List<Message> held, int skippedHere) throws SQLException {
     c.commit();
     int appliedHere = done.size() - skippedHere;
     applied.addAndGet(appliedHere);
@@ -452,6 +461,88 @@ final class Sink {
     }
     return new Outcome(done, dead, failed, held);
   }
+
+  /**
+   * The common batch in one statement: every message a first delivery and read by one row statement. The
+   * statement moves each partition's progress row to the batch's last offset of that partition only where the
+   * row is below the batch's first offset of that partition (nothing of the batch was applied before), creates
+   * the rows of partitions seen for the first time, and writes the rows only when every partition's row moved
+   * or was created; it answers how many did. A row another node moved meanwhile is re-read by PostgreSQL after
+   * that node's commit and no longer qualifies; a row created meanwhile is left alone. When not every partition
+   * qualified (a batch applied before whose ack never reached Queen, a race), the statement wrote nothing that
+   * stays: the transaction is rolled back here and the batch goes the general way (lock the progress rows, drop
+   * what is done, apply). Returns whether the batch was applied (not committed yet).
+   */
+  private boolean applyFollowing(Connection c, List<Message> batch, Map<Long, List<Message>> byPartition)
+      throws SQLException {
+    if (batch.stream().anyMatch(m -> m.attempt() > 1)) {
+      return false;
+    }
+    List<Bound> run = new ArrayList<>(batch.size());
+    try {
+      for (Message m : batch) {
+        Bound b = bind(m);
+        if (b == null || b.setSql == null || (!run.isEmpty() && !run.get(0).sql.equals(b.sql))) {
+          return false;
+        }
+        run.add(b);
+      }
+    } catch (DataError e) {
+      return false; // found again on the general way, message by message
+    }
+    int k = byPartition.size();
+    Long[] pids = new Long[k];
+    String[] names = new String[k];
+    Long[] first = new Long[k];
+    Long[] last = new Long[k];
+    int i = 0;
+    for (var e : byPartition.entrySet()) {
+      List<Message> part = e.getValue();
+      pids[i] = e.getKey();
+      names[i] = part.get(0).partition();
+      first[i] = part.get(0).offset();
+      last[i] = part.get(part.size() - 1).offset();
+      i++;
+    }
+    Rows rows = rows(run);
+    PreparedStatement st = prepared(c, "with v as (select * from unnest(?::bigint[], ?::text[], ?::bigint[],"
+        + " ?::bigint[]) v(pid, name, first, o)), advance as (update " + PROGRESS + " p set last_offset = v.o,"
+        + " updated_at = now() from v where p.sink = ? and p.partition_id = v.pid and p.last_offset < v.first"
+        + " returning 1), created as (insert into " + PROGRESS + " (sink, partition_id, partition, last_offset)"
+        + " select ?, v.pid, v.name, v.o from v where not exists (select 1 from " + PROGRESS + " p where p.sink = ?"
+        + " and p.partition_id = v.pid) order by v.pid on conflict (sink, partition_id) do nothing returning 1),"
+        + " moved as (select (select count(*) from advance) + (select count(*) from created) as n), applied as ("
+        + rows.sql.replace(ROWS_PARAM, "(select case when moved.n = ? then ?::jsonb else '[]'::jsonb end from moved)")
+        + " returning 1) select moved.n, (select count(*) from applied) from moved");
+    st.setArray(1, c.createArrayOf("bigint", pids));
+    st.setArray(2, c.createArrayOf("text", names));
+    st.setArray(3, c.createArrayOf("bigint", first));
+    st.setArray(4, c.createArrayOf("bigint", last));
+    st.setString(5, spec.name());
+    st.setString(6, spec.name());
+    st.setString(7, spec.name());
+    st.setInt(8, k);
+    st.setObject(9, rows.json, Types.OTHER);
+    int moved;
+    try (ResultSet rs = st.executeQuery()) {
+      rs.next();
+      moved = rs.getInt(1);
+    } catch (SQLException e) {
+      if (!isDataError(e) && !"21000".equals(e.getSQLState())) {
+        throw e;
+      }
+      c.rollback();
+      return false; // a refused row: the general way finds it, message by message
+    }
+    if (moved != k) {
+      c.rollback();
+      return false;
+    }
+    return true;
+  }
+
+  /** The parameter of an array statement: its rows (once in each such statement). */
+  private static final String ROWS_PARAM = "?::jsonb";
 
   /** Moves the offsets of the batch's partitions: (partition ids, last offsets, sink). */
   private static final String ADVANCE = "update " + PROGRESS + " p set last_offset = v.o, updated_at = now()"
@@ -540,16 +631,13 @@ final class Sink {
     Bound first = run.get(0);
     boolean advanced = false;
     if (first.setSql != null) {
-      StringBuilder rows = new StringBuilder(run.size() * 64).append('[');
-      for (int i = 0; i < run.size(); i++) {
-        rows.append(i == 0 ? "" : ",").append(run.get(i).values.get(0));
-      }
+      Rows rows = rows(run);
       advanced = advance != null && !advance.isEmpty();
-      PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + first.setSql : first.setSql);
+      PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + rows.sql : rows.sql);
       if (advanced) {
         bindAdvance(c, st, advance);
       }
-      st.setObject(advanced ? 4 : 1, rows.append(']').toString(), Types.OTHER);
+      st.setObject(advanced ? 4 : 1, rows.json, Types.OTHER);
       st.executeUpdate();
     } else {
       PreparedStatement st = prepared(c, first.sql);
@@ -561,6 +649,41 @@ final class Sink {
     }
     run.clear();
     return advanced;
+  }
+
+  /** A run of row statements as one: the array statement and its JSON array of rows. */
+  private record Rows(String sql, String json) {}
+
+  /**
+   * The run's array statement and rows. An upsert whose every row names its whole key is reduced here to the
+   * last row per key (in that row's place in the order) and goes through {@code jsonb_populate_recordset} as it
+   * is, a quarter less server time than reducing it in SQL; any other run goes as it is to the statement that
+   * keeps the array order (and, for an upsert, reduces it).
+   */
+  private static Rows rows(List<Bound> run) {
+    Bound first = run.get(0);
+    boolean keyed = first.keyedSql != null;
+    for (int i = 0; keyed && i < run.size(); i++) {
+      keyed = run.get(i).key != null;
+    }
+    Iterable<String> values;
+    if (keyed) {
+      Map<String, String> last = new LinkedHashMap<>();
+      for (Bound b : run) {
+        last.remove(b.key); // the later row wins, in its own place in the order
+        last.put(b.key, b.values.get(0));
+      }
+      values = last.values();
+    } else {
+      List<String> all = new ArrayList<>(run.size());
+      run.forEach(b -> all.add(b.values.get(0)));
+      values = all;
+    }
+    StringBuilder json = new StringBuilder(run.size() * 64).append('[');
+    for (String v : values) {
+      json.append(json.length() == 1 ? "" : ",").append(v);
+    }
+    return new Rows(keyed ? first.keyedSql : first.setSql, json.append(']').toString());
   }
 
   private void applyOne(Connection c, Message m) throws SQLException, DataError {
@@ -575,11 +698,13 @@ final class Sink {
 
   /**
    * A statement and the text values of its parameters; for a row statement ({@code values} is the row's
-   * JSON) also {@code setSql}, the same statement over a JSON array of such rows, else null.
+   * JSON) also {@code setSql}, the same statement over a JSON array of such rows, else null; for an upsert's
+   * row also {@code keyedSql}, the statement over an array of rows with distinct keys, and {@code key}, the
+   * row's key values (null when one is missing or null: such a row leaves the reduction to SQL).
    */
-  private record Bound(String sql, List<String> values, String setSql) {
+  private record Bound(String sql, List<String> values, String setSql, String keyedSql, String key) {
     Bound(String sql, List<String> values) {
-      this(sql, values, null);
+      this(sql, values, null, null, null);
     }
 
     void set(PreparedStatement st) throws SQLException {
@@ -674,16 +799,36 @@ final class Sink {
         cols.add(Ident.quote(col));
       }
     }
-    String key = String.join(",", cols) + (upsert ? "|u" : "|a"); // the statements are cached per column shape
-    String[] sqls = rowSql.computeIfAbsent(key, k -> rowSql(cols, upsert));
-    return new Bound(sqls[0], List.of(json(row)), sqls[1]);
+    String shape = String.join(",", cols) + (upsert ? "|u" : "|a"); // the statements are cached per column shape
+    String[] sqls = rowSql.computeIfAbsent(shape, k -> rowSql(cols, upsert));
+    return new Bound(sqls[0], List.of(json(row)), sqls[1], sqls[2], upsert ? keyOf(row) : null);
+  }
+
+  /**
+   * The row's key values as one string (each value's JSON text, NUL-separated: a NUL never appears unescaped in
+   * JSON text), or null when a key column is missing or null. Two rows whose keys PostgreSQL reads as equal may
+   * still differ here ({@code 1} and {@code "1"}): their statement then meets the key twice and fails with 21000,
+   * and the batch is applied message by message.
+   */
+  private String keyOf(ObjectNode row) {
+    StringBuilder k = new StringBuilder();
+    for (String col : table.key()) {
+      JsonNode v = row.get(col);
+      if (v == null || v.isNull()) {
+        return null;
+      }
+      k.append(v).append('\u0000');
+    }
+    return k.toString();
   }
 
   /**
    * The insert (or upsert) of one row from {@code jsonb_populate_record}, and of a JSON array of rows:
    * for the array, each element populated the same way, in array order; an upsert keeps only the last row
    * per key (a row whose key has a NULL stays on its own, as the unique index would see it), since one
-   * {@code insert ... on conflict} cannot touch a row twice.
+   * {@code insert ... on conflict} cannot touch a row twice. The third, for an upsert only (else null): the
+   * upsert of an array whose rows already have distinct keys (reduced by the caller), through
+   * {@code jsonb_populate_recordset}.
    */
   private String[] rowSql(List<String> cols, boolean upsert) {
     String t = spec.qualifiedTable();
@@ -692,9 +837,10 @@ final class Sink {
     cols.forEach(col -> p.add("p." + col));
     String one = "insert into " + t + " (" + list + ") select " + list + " from jsonb_populate_record(null::" + t
         + ", ?::jsonb)";
-    String from = " from jsonb_array_elements(?::jsonb) with ordinality e(j, n) cross join lateral"
+    String from = " from jsonb_array_elements(" + ROWS_PARAM + ") with ordinality e(j, n) cross join lateral"
         + " jsonb_populate_record(null::" + t + ", e.j) p";
     String many;
+    String keyed = null;
     if (upsert) {
       List<String> keys = new ArrayList<>();
       table.key().forEach(k -> keys.add(Ident.quote(k)));
@@ -717,10 +863,12 @@ final class Sink {
           + (sets.isEmpty() ? " do nothing" : " do update set " + String.join(", ", sets));
       one += conflict;
       many += conflict;
+      keyed = "insert into " + t + " (" + list + ") select " + String.join(", ", p) + " from jsonb_populate_recordset(null::"
+          + t + ", " + ROWS_PARAM + ") p" + conflict;
     } else {
       many = "insert into " + t + " (" + list + ") select " + String.join(", ", p) + from + " order by e.n";
     }
-    return new String[] {one, many};
+    return new String[] {one, many, keyed};
   }
 
   private Bound sql(Message m) {
