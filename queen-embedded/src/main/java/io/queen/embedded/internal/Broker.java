@@ -111,13 +111,10 @@ public final class Broker {
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
         + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[],"
         + " ?::text[], ?::int4[], ?::text[])";
-    // the type, version and key id (V17) are read by primary key next to pop, in the same statement, so that pop's
-    // body stays the one of its own migration
-    this.popSql = "select p.partition_name, p.partition_id, p.msg_offset, p.message_id, p.transaction_id, p.trace_id,"
-        + " p.payload::text, p.created_at, p.lease_id, p.attempt, m.payload_type, m.payload_version, m.key_id from "
-        + this.schema + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) p left join lateral (select mm.payload_type,"
-        + " mm.payload_version, mm.key_id from " + this.schema + ".messages mm where mm.partition_id = p.partition_id"
-        + " and mm.\"offset\" = p.msg_offset offset 0) m on true";
+    // pop returns the type, version and key id (V17) with the rows since V21
+    this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
+        + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
+        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
