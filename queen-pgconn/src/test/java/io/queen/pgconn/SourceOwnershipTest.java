@@ -8,7 +8,7 @@ import static org.awaitility.Awaitility.await;
 import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.pgconn.internal.source.Source;
+import io.queen.pgconn.internal.SourceCrash;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
@@ -124,7 +124,7 @@ class SourceOwnershipTest {
     assertThat(own.pointerLsn()).isEqualTo(seen.pointerLsn());
 
     // a crash: the lease is neither renewed nor given back; another node takes over once it ran out
-    assertThat(Source.halt(owner, SRC3)).isTrue();
+    assertThat(SourceCrash.halt(three.get(owner), SRC3)).isTrue();
     long crashed = System.nanoTime();
     f.sql("insert into items3 values (2, 1, 'two')");
     Map<String, Queen> rest = new java.util.LinkedHashMap<>(three);

@@ -5,15 +5,14 @@ import io.queen.ConnectorStatus;
 import io.queen.Kv;
 import io.queen.KvEntry;
 import io.queen.KvWriteResult;
-import io.queen.pgconn.internal.ErrorCode;
-import io.queen.pgconn.internal.SourceSpec;
 import io.queen.embedded.spi.ConnectorHost;
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -28,8 +27,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class Source {
   private static final Logger LOG = LoggerFactory.getLogger(Source.class);
-  /** Live sources by node and name, for {@link #halt} (fault tests). */
-  private static final Map<String, Source> LIVE = new ConcurrentHashMap<>();
 
   private final ConnectorHost host;
   private final SourceSpec spec;
@@ -86,7 +83,6 @@ public final class Source {
       phase = "disabled";
       return;
     }
-    LIVE.put(host.nodeId() + "/" + spec.name(), this);
     owner = host.newThread("pg-" + spec.name(), this::run);
     owner.start();
     Thread renewer = host.newThread("pg-" + spec.name() + "-lease", this::renewLoop);
@@ -105,21 +101,22 @@ public final class Source {
         Thread.currentThread().interrupt();
       }
     }
-    LIVE.remove(host.nodeId() + "/" + spec.name(), this);
   }
 
   /**
-   * Simulates a crash of this node's source {@code name} (for fault tests): streaming stops at once and the lease is
-   * neither renewed nor given back, so another node takes over only when it runs out. True when it was running here.
+   * Simulates a crash of this source (for fault tests, through the registry's package-private hook): streaming stops
+   * at once and the lease is neither renewed nor given back, so another node takes over only when it runs out. True
+   * when it was running (started and not stopped).
    */
-  public static boolean halt(String nodeId, String name) {
-    Source s = LIVE.get(nodeId + "/" + name);
-    if (s == null) {
-      return false;
+  public boolean halt() {
+    synchronized (this) {
+      if (owner == null || stopped) {
+        return false;
+      }
+      halted = true;
+      lease.abandon();
     }
-    s.halted = true;
-    s.lease.abandon();
-    s.stop();
+    stop();
     return true;
   }
 

@@ -8,7 +8,7 @@ import io.queen.KvWriteResult;
 import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.Transaction;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

@@ -2,11 +2,10 @@ package io.queen.pgconn.internal.source;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.pgconn.internal.ErrorCode;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
