@@ -22,8 +22,9 @@ import org.slf4j.LoggerFactory;
  * the others show {@code standby} and try to take the lease over every third of its TTL. The owner checks the
  * setup, creates the publication and the slot, checks the slot against the pointer (R5) and runs a
  * {@link Stream}; it renews the lease at a third of the TTL and stops the stream at once when a renewal is lost.
- * {@link #stop()} gives the lease back at once. Threads: one owner thread per source ({@code pg-<name>}), plus
- * the stream's two while streaming. Status methods are thread-safe.
+ * {@link #stop()} gives the lease back at once, as soon as its walsender has let go of the slot (so the next owner does
+ * not find the slot active), also while the node closes (through {@code ConnectorHost.kv()}). Threads: one owner
+ * thread per source ({@code pg-<name>}), plus the stream's two while streaming. Status methods are thread-safe.
  */
 public final class Source {
   private static final Logger LOG = LoggerFactory.getLogger(Source.class);
@@ -61,7 +62,7 @@ public final class Source {
     this.version = version;
     this.password = password;
     this.codec = new DecoderCodec();
-    this.lease = new Lease(host.queen(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
+    this.lease = new Lease(host.kv(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
     this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(slotLag::get, () -> pointerLsn,
         () -> lastCommitMicros == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - lastCommitMicros) / 1e6));
   }
@@ -165,7 +166,7 @@ public final class Source {
     Instant expires = null;
     JsonNode pointer = null;
     try {
-      KvEntry l = Lease.read(host.queen(), name);
+      KvEntry l = Lease.read(host.kv(), name);
       if (l.found()) {
         leaseNode = l.value().path("node").asText(null);
         expires = l.expiresAt();
@@ -192,7 +193,7 @@ public final class Source {
     Instant expires = null;
     JsonNode pointer = null;
     try {
-      KvEntry l = Lease.read(host.queen(), spec.name());
+      KvEntry l = Lease.read(host.kv(), spec.name());
       if (l.found()) {
         leaseNode = l.value().path("node").asText(null);
         expires = l.expiresAt();
@@ -254,9 +255,10 @@ public final class Source {
       }
       if (!halted) {
         try {
-          lease.release();
+          lease.release(); // after the stream's stop: its walsender has let go of the slot
         } catch (RuntimeException e) {
-          // it runs out by itself
+          LOG.warn("{} - source '{}': the lease could not be given back ({}); another node takes over once it runs out",
+              host.nodeId(), spec.name(), host.describe(e));
         }
       }
       phase = halted ? "standby" : phase;
