@@ -27,7 +27,8 @@ public final class Migrator {
       "V5__generic_plans.sql", "V6__pop_plans.sql", "V7__ack_rules.sql", "V8__pop_missing_queue.sql",
       "V9__payload_limits.sql", "V10__dead_letter_notice.sql", "V11__node_liveness.sql", "V13__push_ids.sql",
       "V14__group_expiry.sql", "V15__retention.sql", "V16__push_new_partitions.sql", "V17__payload_types.sql",
-      "V18__connector_attempts.sql", "V19__push_new_partitions_typed.sql", "V21__pop_typed_columns.sql");
+      "V18__connector_attempts.sql", "V19__push_new_partitions_typed.sql", "V21__pop_typed_columns.sql",
+      "V22__ack_settled_batches.sql");
   private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
 
   private Migrator() {}
