@@ -9,10 +9,12 @@ public final class Ident {
 
   private Ident() {}
 
+  /** Whether {@code s} matches {@link #RULE} (null does not). */
   public static boolean valid(String s) {
     return s != null && RULE.matcher(s).matches();
   }
 
+  /** {@code ident} double-quoted; an identifier outside {@link #RULE} is refused (the message names the rule). */
   public static String quote(String ident) {
     if (!valid(ident)) {
       throw new IllegalArgumentException("identifier not allowed (" + RULE.pattern() + ")");
