@@ -12,6 +12,7 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.internal.SourceCrash;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
@@ -206,7 +207,7 @@ class SourceSnapshotTest {
       Queen owner = a.connectors().status("stock-src").orElseThrow().counters().getOrDefault("snapshotRows", 0L) > 0
           ? a : b;
       Queen other = owner == a ? b : a;
-      assertThat(io.queen.pgconn.internal.source.Source.halt(owner.nodeId(), "stock-src")).isTrue();
+      assertThat(SourceCrash.halt(owner, "stock-src")).isTrue();
       await().atMost(Duration.ofSeconds(60)).until(() -> {
         ConnectorStatus st = other.connectors().status("stock-src").orElseThrow();
         return st.phase().equals("streaming") && other.nodeId().equals(st.leaseNode());

@@ -1,6 +1,7 @@
 package io.queen.embedded.internal;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.queen.Kv;
 import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.embedded.spi.ConnectorHost;
@@ -23,6 +24,11 @@ final class ConnectorHostImpl implements ConnectorHost {
   @Override
   public Queen queen() {
     return q;
+  }
+
+  @Override
+  public Kv kv() {
+    return q.connectorKv();
   }
 
   @Override

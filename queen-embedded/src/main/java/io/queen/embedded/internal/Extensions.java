@@ -23,6 +23,14 @@ final class Extensions {
     return new KvImpl(q.dataSource(), store, q::checkOpen);
   }
 
+  /**
+   * The connectors' KV: the same store, refused only once the connector plugin is closed, so that during
+   * {@code close()} a source can still give its ownership lease back (the application's KV is refused at once).
+   */
+  static Kv connectorKv(QueenImpl q, KvStore store) {
+    return new KvImpl(q.dataSource(), store, q::checkConnectorsOpen);
+  }
+
   static Transaction transaction(QueenImpl q, KvStore store) {
     return new TransactionImpl(q.broker(), store, q.broker()::afterCommit, q::checkOpen);
   }

@@ -50,6 +50,10 @@ public final class QueenImpl implements Queen {
   private final AtomicInteger threadCount = new AtomicInteger();
   private final io.queen.embedded.internal.kv.KvStore kvStore;
   private final Kv kv;
+  /** The connectors' KV ({@link ConnectorHostImpl#kv()}): it answers until the connector plugin is closed. */
+  private final Kv connectorKv;
+  /** Set once {@link #close()} has closed the connector plugin (or found none). */
+  private volatile boolean connectorsClosed;
   private final Liveness liveness;
   private final ScheduledExecutorService janitor;
   private final RetentionJanitor retention;
@@ -71,6 +75,7 @@ public final class QueenImpl implements Queen {
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
     this.kvStore = Extensions.kvStore(this);
     this.kv = Extensions.kv(this, kvStore);
+    this.connectorKv = Extensions.connectorKv(this, kvStore);
     this.liveness = new Liveness(ds, broker.schema(), config.nodeId(), config.sessionTimeout(), config.heartbeatInterval());
     // retention passes and the group gauges get a thread of their own: the scheduler renews leases and must not wait
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
@@ -248,6 +253,18 @@ public final class QueenImpl implements Queen {
     }
   }
 
+  /** The guard of the connectors' KV: it refuses only once the connector plugin is closed. */
+  void checkConnectorsOpen() {
+    if (connectorsClosed) {
+      throw new BrokerClosedException("Queen node " + config.nodeId());
+    }
+  }
+
+  /** The KV the connector plugin is given (see {@link io.queen.embedded.spi.ConnectorHost#kv()}). */
+  Kv connectorKv() {
+    return connectorKv;
+  }
+
   void register(SubscriptionImpl s) {
     subscriptions.add(s);
     if (closed.get()) {
@@ -400,6 +417,7 @@ public final class QueenImpl implements Queen {
         LOG.warn("{} - connectors did not close cleanly: {}", config.nodeId(), Sql.describe(e));
       }
     }
+    connectorsClosed = true;
     for (SubscriptionImpl s : List.copyOf(subscriptions)) {
       s.close(config.closeGrace());
     }

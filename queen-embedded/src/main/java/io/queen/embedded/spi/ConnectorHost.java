@@ -1,6 +1,7 @@
 package io.queen.embedded.spi;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.queen.Kv;
 import io.queen.Queen;
 import io.queen.Subscription;
 import java.sql.Connection;
@@ -11,11 +12,19 @@ import javax.sql.DataSource;
 
 /**
  * What a running node offers a connector module. Thread-safe. Every method answers after the node has
- * closed too, but {@link #consume} and work on {@link #queen()} then throw {@link io.queen.BrokerClosedException}.
+ * closed too, but {@link #consume} and work on {@link #queen()} then throw {@link io.queen.BrokerClosedException}
+ * (from the start of {@link Queen#close()}), and work on {@link #kv()} once the connectors are closed.
  */
 public interface ConnectorHost {
   /** The node itself: push, ack, transactions, KV, dead letters. */
   Queen queen();
+
+  /**
+   * The node's KV for the connector's own records (a source's ownership lease): the same entries as
+   * {@code queen().kv()}, but it keeps answering while {@link Queen#close()} closes the connectors, so that a
+   * connector can give back what it holds; it throws {@link io.queen.BrokerClosedException} once they are closed.
+   */
+  Kv kv();
 
   /** This node's id (thread names, owners, status). */
   String nodeId();

@@ -9,8 +9,12 @@ import io.queen.InvalidConnectorException;
 import io.queen.QueenDatabaseException;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.embedded.spi.ConnectorPlugin;
+import io.queen.pgconn.internal.sink.Sink;
+import io.queen.pgconn.internal.sink.SinkMeters;
 import io.queen.pgconn.internal.source.Source;
 import io.queen.pgconn.internal.source.SourceMeters;
+import io.queen.pgconn.internal.spec.SinkSpec;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -253,7 +257,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       });
       for (String name : List.copyOf(sinks.keySet())) {
         Row r = rows.get(name);
-        if (r == null || r.version != sinks.get(name).version) {
+        if (r == null || r.version != sinks.get(name).version()) {
           Sink s = sinks.remove(name);
           s.stop();
           if (r == null) {
@@ -339,6 +343,15 @@ final class Registry implements Connectors, ConnectorPlugin {
   }
 
   private record Row(String document, byte[] sealed, long version) {}
+
+  /**
+   * Simulates a crash of this node's source {@code name} (the fault tests' seam, reached from their package): it
+   * stops streaming and its lease is neither renewed nor given back. True when it was running here.
+   */
+  boolean halt(String name) {
+    Source s = sources.get(name);
+    return s != null && s.halt();
+  }
 
   @Override
   public void close() {

@@ -1,6 +1,7 @@
 package io.queen.pgconn.internal;
 
 import io.queen.ConnectorException;
+import io.queen.pgconn.internal.spec.ErrorCode;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.SecureRandom;

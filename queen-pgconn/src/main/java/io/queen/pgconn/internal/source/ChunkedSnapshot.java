@@ -4,7 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.sql.Array;

@@ -1,7 +1,7 @@
 package io.queen.pgconn.internal.source;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
 import java.sql.SQLException;

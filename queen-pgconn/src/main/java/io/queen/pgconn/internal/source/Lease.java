@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.queen.Kv;
 import io.queen.KvEntry;
 import io.queen.KvWriteResult;
-import io.queen.Queen;
 import java.time.Duration;
 
 /**
@@ -16,14 +15,15 @@ import java.time.Duration;
 final class Lease {
   static final String NAMESPACE = "queen-pg";
 
-  private final Queen queen;
+  private final Kv kv;
   private final String key;
   private final String node;
   private final Duration ttl;
   private volatile long version;
 
-  Lease(Queen queen, String connector, String node, Duration ttl) {
-    this.queen = queen;
+  /** @param kv the connector host's KV, which still answers while the node closes its connectors */
+  Lease(Kv kv, String connector, String node, Duration ttl) {
+    this.kv = kv;
     this.key = leaseKey(connector);
     this.node = node;
     this.ttl = ttl;
@@ -40,7 +40,7 @@ final class Lease {
   /** Takes the lease when nobody holds it; true when this node holds it now. */
   boolean acquire() {
     ObjectNode v = JsonNodeFactory.instance.objectNode().put("node", node);
-    KvWriteResult r = queen.kv().putIfAbsent(NAMESPACE, key, v, Kv.ttl(ttl));
+    KvWriteResult r = kv.putIfAbsent(NAMESPACE, key, v, Kv.ttl(ttl));
     if (r.applied()) {
       version = r.version();
       return true;
@@ -55,7 +55,7 @@ final class Lease {
       return false;
     }
     ObjectNode value = JsonNodeFactory.instance.objectNode().put("node", node);
-    KvWriteResult r = queen.kv().put(NAMESPACE, key, value, Kv.ttl(ttl).expect(v));
+    KvWriteResult r = kv.put(NAMESPACE, key, value, Kv.ttl(ttl).expect(v));
     if (r.applied()) {
       version = r.version();
       return true;
@@ -69,7 +69,7 @@ final class Lease {
     long v = version;
     version = 0;
     if (v != 0) {
-      queen.kv().delete(NAMESPACE, key, v);
+      kv.delete(NAMESPACE, key, v);
     }
   }
 
@@ -87,7 +87,7 @@ final class Lease {
   }
 
   /** The lease as every node reads it. */
-  static KvEntry read(Queen queen, String connector) {
-    return queen.kv().get(NAMESPACE, leaseKey(connector));
+  static KvEntry read(Kv kv, String connector) {
+    return kv.get(NAMESPACE, leaseKey(connector));
   }
 }

@@ -5,15 +5,14 @@ import io.queen.ConnectorStatus;
 import io.queen.Kv;
 import io.queen.KvEntry;
 import io.queen.KvWriteResult;
-import io.queen.pgconn.internal.ErrorCode;
-import io.queen.pgconn.internal.SourceSpec;
 import io.queen.embedded.spi.ConnectorHost;
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -23,13 +22,12 @@ import org.slf4j.LoggerFactory;
  * the others show {@code standby} and try to take the lease over every third of its TTL. The owner checks the
  * setup, creates the publication and the slot, checks the slot against the pointer (R5) and runs a
  * {@link Stream}; it renews the lease at a third of the TTL and stops the stream at once when a renewal is lost.
- * {@link #stop()} gives the lease back at once. Threads: one owner thread per source ({@code pg-<name>}), plus
- * the stream's two while streaming. Status methods are thread-safe.
+ * {@link #stop()} gives the lease back at once, as soon as its walsender has let go of the slot (so the next owner does
+ * not find the slot active), also while the node closes (through {@code ConnectorHost.kv()}). Threads: one owner
+ * thread per source ({@code pg-<name>}), plus the stream's two while streaming. Status methods are thread-safe.
  */
 public final class Source {
   private static final Logger LOG = LoggerFactory.getLogger(Source.class);
-  /** Live sources by node and name, for {@link #halt} (fault tests). */
-  private static final Map<String, Source> LIVE = new ConcurrentHashMap<>();
 
   private final ConnectorHost host;
   private final SourceSpec spec;
@@ -64,7 +62,7 @@ public final class Source {
     this.version = version;
     this.password = password;
     this.codec = new DecoderCodec();
-    this.lease = new Lease(host.queen(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
+    this.lease = new Lease(host.kv(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
     this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(slotLag::get, () -> pointerLsn,
         () -> lastCommitMicros == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - lastCommitMicros) / 1e6));
   }
@@ -86,7 +84,6 @@ public final class Source {
       phase = "disabled";
       return;
     }
-    LIVE.put(host.nodeId() + "/" + spec.name(), this);
     owner = host.newThread("pg-" + spec.name(), this::run);
     owner.start();
     Thread renewer = host.newThread("pg-" + spec.name() + "-lease", this::renewLoop);
@@ -105,21 +102,22 @@ public final class Source {
         Thread.currentThread().interrupt();
       }
     }
-    LIVE.remove(host.nodeId() + "/" + spec.name(), this);
   }
 
   /**
-   * Simulates a crash of this node's source {@code name} (for fault tests): streaming stops at once and the lease is
-   * neither renewed nor given back, so another node takes over only when it runs out. True when it was running here.
+   * Simulates a crash of this source (for fault tests, through the registry's package-private hook): streaming stops
+   * at once and the lease is neither renewed nor given back, so another node takes over only when it runs out. True
+   * when it was running (started and not stopped).
    */
-  public static boolean halt(String nodeId, String name) {
-    Source s = LIVE.get(nodeId + "/" + name);
-    if (s == null) {
-      return false;
+  public boolean halt() {
+    synchronized (this) {
+      if (owner == null || stopped) {
+        return false;
+      }
+      halted = true;
+      lease.abandon();
     }
-    s.halted = true;
-    s.lease.abandon();
-    s.stop();
+    stop();
     return true;
   }
 
@@ -168,7 +166,7 @@ public final class Source {
     Instant expires = null;
     JsonNode pointer = null;
     try {
-      KvEntry l = Lease.read(host.queen(), name);
+      KvEntry l = Lease.read(host.kv(), name);
       if (l.found()) {
         leaseNode = l.value().path("node").asText(null);
         expires = l.expiresAt();
@@ -195,7 +193,7 @@ public final class Source {
     Instant expires = null;
     JsonNode pointer = null;
     try {
-      KvEntry l = Lease.read(host.queen(), spec.name());
+      KvEntry l = Lease.read(host.kv(), spec.name());
       if (l.found()) {
         leaseNode = l.value().path("node").asText(null);
         expires = l.expiresAt();
@@ -257,9 +255,10 @@ public final class Source {
       }
       if (!halted) {
         try {
-          lease.release();
+          lease.release(); // after the stream's stop: its walsender has let go of the slot
         } catch (RuntimeException e) {
-          // it runs out by itself
+          LOG.warn("{} - source '{}': the lease could not be given back ({}); another node takes over once it runs out",
+              host.nodeId(), spec.name(), host.describe(e));
         }
       }
       phase = halted ? "standby" : phase;

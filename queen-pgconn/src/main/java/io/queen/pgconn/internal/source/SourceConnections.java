@@ -1,9 +1,9 @@
 package io.queen.pgconn.internal.source;
 
 import com.zaxxer.hikari.HikariDataSource;
-import io.queen.pgconn.internal.ErrorCode;
-import io.queen.pgconn.internal.SinkSpec;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.SinkSpec;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;

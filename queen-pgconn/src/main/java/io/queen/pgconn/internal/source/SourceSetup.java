@@ -1,7 +1,7 @@
 package io.queen.pgconn.internal.source;
 
-import io.queen.pgconn.internal.ErrorCode;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

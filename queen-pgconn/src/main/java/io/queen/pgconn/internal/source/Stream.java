@@ -8,7 +8,7 @@ import io.queen.KvWriteResult;
 import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.Transaction;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -114,6 +114,8 @@ final class Stream {
   /** Bundles built by the committer, in stream order; one waits while the pusher commits the one before. */
   private final BlockingQueue<Ready> ready = new ArrayBlockingQueue<>(1);
   private PGReplicationStream stream;
+  /** The process id of this stream's walsender (the replication connection's backend), 0 before the start. */
+  private int walsenderPid;
   private Thread io;
   private Thread committer;
   private Thread pusher;
@@ -149,6 +151,7 @@ final class Stream {
 
   /** Starts replication at the pointer (throws what START_REPLICATION refused), then the three threads. */
   void start(java.util.function.BiFunction<String, Runnable, Thread> threads) throws SQLException {
+    walsenderPid = replication.unwrap(PGConnection.class).getBackendPID();
     stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
         .withSlotName("\"" + spec.slot() + "\"")
         .withStartPosition(LogSequenceNumber.valueOf(pointer.lsn()))
@@ -191,7 +194,11 @@ final class Stream {
     fail(Kind.BROKEN, null);
   }
 
-  /** Stops both threads and closes the replication connection (the owner closes the normal one). */
+  /**
+   * Stops the threads, closes the replication connection and waits (at most {@link #WALSENDER_GONE_MS}) until its
+   * walsender has let go of the slot, so that whoever starts next, this node again or the next owner once the lease
+   * is given back, does not find the slot still active (55006). The owner closes the normal connection.
+   */
   void stop() {
     stopping = true;
     if (committer != null) {
@@ -217,6 +224,43 @@ final class Stream {
       replication.close();
     } catch (SQLException | RuntimeException e) {
       // the connection may be gone
+    }
+    awaitWalsenderGone();
+  }
+
+  /** How long {@link #stop()} waits for the walsender to let go of the slot (a clean close takes milliseconds). */
+  static final long WALSENDER_GONE_MS = 2_000;
+
+  /**
+   * Polls the slot until this stream's walsender no longer holds it: closing the replication connection ends the
+   * walsender, but its process lets go of the slot a moment later. Gives up after {@link #WALSENDER_GONE_MS} (a
+   * connection that vanished without a goodbye keeps its walsender until {@code wal_sender_timeout}) or when the normal
+   * connection fails; the next start then waits for the slot as before.
+   */
+  private void awaitWalsenderGone() {
+    if (walsenderPid == 0) {
+      return;
+    }
+    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WALSENDER_GONE_MS);
+    try (PreparedStatement st = normal.prepareStatement(
+        "select 1 from pg_replication_slots where slot_name = ? and active_pid = ?")) {
+      st.setString(1, spec.slot());
+      st.setInt(2, walsenderPid);
+      while (true) {
+        try (ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            return;
+          }
+        }
+        if (System.nanoTime() - until > 0) {
+          return;
+        }
+        Thread.sleep(10);
+      }
+    } catch (SQLException | RuntimeException e) {
+      // the normal connection is gone too: nothing to wait with
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 

@@ -3,12 +3,11 @@ package io.queen.pgconn.internal.source;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
-
 import com.fasterxml.jackson.databind.JsonNode;
 import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.pgconn.internal.ErrorCode;
+import io.queen.pgconn.internal.spec.ErrorCode;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;

@@ -2,11 +2,10 @@ package io.queen.pgconn.internal.source;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.pgconn.internal.ErrorCode;
-import io.queen.pgconn.internal.SourceSpec;
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.SourceSpec;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -110,16 +109,16 @@ class SourceSetupTest {
   void theLeaseHasOneHolderRunsOutWhenAbandonedAndIsGivenBackAtOnce(DataSource ds) throws Exception {
     try (Queen a = EmbeddedQueen.builder().dataSource(ds).runConnectors(false).start();
         Queen b = EmbeddedQueen.builder().dataSource(ds).runConnectors(false).start()) {
-      Lease la = new Lease(a, "lease-src", "node-a", Duration.ofSeconds(1));
-      Lease lb = new Lease(b, "lease-src", "node-b", Duration.ofSeconds(1));
+      Lease la = new Lease(a.kv(), "lease-src", "node-a", Duration.ofSeconds(1));
+      Lease lb = new Lease(b.kv(), "lease-src", "node-b", Duration.ofSeconds(1));
       assertThat(la.acquire()).isTrue();
       assertThat(lb.acquire()).isFalse();
       assertThat(la.renew()).isTrue();
-      assertThat(Lease.read(b, "lease-src").value().path("node").asText()).isEqualTo("node-a");
+      assertThat(Lease.read(b.kv(), "lease-src").value().path("node").asText()).isEqualTo("node-a");
       la.abandon(); // a crash: neither renewed nor given back
       Thread.sleep(1_200);
       assertThat(lb.acquire()).isTrue();
-      assertThat(new Lease(a, "lease-src", "node-a", Duration.ofSeconds(1)).renew()).isFalse();
+      assertThat(new Lease(a.kv(), "lease-src", "node-a", Duration.ofSeconds(1)).renew()).isFalse();
       lb.release(); // given back at once
       assertThat(la.acquire()).isTrue();
       la.release();

@@ -1,4 +1,4 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.sink;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -8,7 +8,7 @@ import java.util.List;
  * {@code ?} and the list of which param each {@code ?} binds. Placeholders inside single-quoted literals,
  * double-quoted identifiers and comments are left alone; dollar-quoted bodies are not supported.
  */
-record SqlStatement(String jdbc, List<Integer> binds) {
+public record SqlStatement(String jdbc, List<Integer> binds) {
 
   static SqlStatement parse(String sql) {
     StringBuilder out = new StringBuilder(sql.length());
@@ -56,7 +56,7 @@ record SqlStatement(String jdbc, List<Integer> binds) {
   }
 
   /** The highest {@code $n} the statement uses (0 when none). */
-  static int highestPlaceholder(String sql) {
+  public static int highestPlaceholder(String sql) {
     int max = 0;
     for (int b : parse(sql).binds()) {
       max = Math.max(max, b);

@@ -1,4 +1,4 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.spec;
 
 import java.time.Instant;
 import java.util.List;
@@ -17,7 +17,7 @@ public record SinkSpec(String name, boolean enabled, Connection connection, Stri
   public record Connection(String host, int port, String database, String user, boolean hasPassword, String sslMode) {}
 
   /** The table as written in SQL: both parts validated and double-quoted. */
-  String qualifiedTable() {
+  public String qualifiedTable() {
     return Ident.quote(tableSchema) + "." + Ident.quote(table);
   }
 }

@@ -1,4 +1,4 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.sink;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -11,6 +11,9 @@ import io.queen.SubscriptionMode;
 import io.queen.Transaction;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.embedded.spi.ConsumeSpec;
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.Ident;
+import io.queen.pgconn.internal.spec.SinkSpec;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -40,7 +43,7 @@ import org.slf4j.LoggerFactory;
  * {@code maxAttempts} times and then dead-lettered with the database's error, and its partition goes on; a
  * transient failure is retried with back-off and never counts.
  */
-final class Sink {
+public final class Sink {
   private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
   static final String PROGRESS = "\"queen\".\"sink_progress\"";
   static final String PROGRESS_DDL = """
@@ -55,7 +58,7 @@ final class Sink {
   static final int TRANSIENT_RETRIES = 8;
 
   final SinkSpec spec;
-  final long version;
+  private final long version;
   private final ConnectorHost host;
   private final ObjectMapper mapper;
   private final String password;
@@ -82,7 +85,7 @@ final class Sink {
     this(host, spec, version, password, SinkMeters.NOOP_CONNECTOR);
   }
 
-  Sink(ConnectorHost host, SinkSpec spec, long version, String password, SinkMeters.Connector meters) {
+  public Sink(ConnectorHost host, SinkSpec spec, long version, String password, SinkMeters.Connector meters) {
     this.meters = meters;
     this.host = host;
     this.spec = spec;
@@ -94,7 +97,7 @@ final class Sink {
   // ------------------------------------------------------------------------------ lifecycle
 
   /** Checks the target and starts the loop; on a failed check the phase is {@code error} (tried again later). */
-  synchronized void start() {
+  public synchronized void start() {
     if (stopped || sub != null) {
       return;
     }
@@ -138,7 +141,13 @@ final class Sink {
         spec.batchSize());
   }
 
-  boolean needsStart() {
+  /** The document version this sink runs (the registry restarts it when the stored one differs). */
+  public long version() {
+    return version;
+  }
+
+  /** Whether {@link #start()} has work to do: not stopped, enabled, and no loop running yet. */
+  public boolean needsStart() {
     return !stopped && sub == null && spec.enabled();
   }
 
@@ -150,11 +159,12 @@ final class Sink {
     lastCode = code;
     lastError = why;
     if (changed) {
-      LOG.warn("{} - sink '{}' cannot start ({}): {}", host.nodeId(), spec.name(), code.code, why);
+      LOG.warn("{} - sink '{}' cannot start ({}): {}", host.nodeId(), spec.name(), code.code(), why);
     }
   }
 
-  synchronized void stop() {
+  /** Stops the consume loop (its leases go back) and closes the connections to the target. */
+  public synchronized void stop() {
     stopped = true;
     Subscription s = sub;
     if (s != null) {
@@ -168,11 +178,12 @@ final class Sink {
   }
 
   /** Whether this node is running the sink's work now (the owner gauge). */
-  boolean running() {
+  public boolean running() {
     return !stopped && "running".equals(phase);
   }
 
-  ConnectorStatus status() {
+  /** The status as this node sees it; the counters are this instance's since it started. */
+  public ConnectorStatus status() {
     Map<String, Long> counters = new LinkedHashMap<>();
     counters.put("applied", applied.get());
     counters.put("skipped", skipped.get());
@@ -180,7 +191,7 @@ final class Sink {
     counters.put("batches", batches.get());
     counters.put("errors", errors.get());
     ErrorCode code = lastCode;
-    return new ConnectorStatus(spec.name(), "sink", phase, code == null ? null : code.code,
+    return new ConnectorStatus(spec.name(), "sink", phase, code == null ? null : code.code(),
         code == null ? null : lastError, counters, lastProgress);
   }
 

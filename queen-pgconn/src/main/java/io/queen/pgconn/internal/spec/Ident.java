@@ -1,19 +1,21 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.spec;
 
 import java.util.regex.Pattern;
 
 /** The identifiers that reach SQL: checked against an allow-list, then always double-quoted. */
-final class Ident {
+public final class Ident {
   /** An unquoted-style PostgreSQL identifier, either case, at most 63 bytes. */
-  static final Pattern RULE = Pattern.compile("[A-Za-z_][A-Za-z0-9_$]{0,62}");
+  public static final Pattern RULE = Pattern.compile("[A-Za-z_][A-Za-z0-9_$]{0,62}");
 
   private Ident() {}
 
-  static boolean valid(String s) {
+  /** Whether {@code s} matches {@link #RULE} (null does not). */
+  public static boolean valid(String s) {
     return s != null && RULE.matcher(s).matches();
   }
 
-  static String quote(String ident) {
+  /** {@code ident} double-quoted; an identifier outside {@link #RULE} is refused (the message names the rule). */
+  public static String quote(String ident) {
     if (!valid(ident)) {
       throw new IllegalArgumentException("identifier not allowed (" + RULE.pattern() + ")");
     }

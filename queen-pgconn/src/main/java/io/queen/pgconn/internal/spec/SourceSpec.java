@@ -1,4 +1,4 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.spec;
 
 import java.util.List;
 

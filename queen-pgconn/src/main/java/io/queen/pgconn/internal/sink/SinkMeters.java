@@ -1,4 +1,4 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.sink;
 
 import java.util.function.BooleanSupplier;
 
@@ -7,7 +7,7 @@ import java.util.function.BooleanSupplier;
  * {@code MeterRegistry}, Micrometer otherwise ({@link MicrometerSinkMeters}, the only class here that
  * touches Micrometer, which is an optional dependency).
  */
-interface SinkMeters {
+public interface SinkMeters {
   /** The meters of one connector. */
   interface Connector {
     void applied(long n);

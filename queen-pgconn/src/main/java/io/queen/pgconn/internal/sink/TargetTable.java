@@ -1,5 +1,7 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.sink;
 
+import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.SinkSpec;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -98,7 +100,7 @@ record TargetTable(List<String> writable, Set<String> generated, List<String> ke
     final transient ErrorCode code;
 
     CheckFailed(ErrorCode code, String what) {
-      super(what + ": " + code.fix);
+      super(what + ": " + code.fix());
       this.code = code;
     }
   }

@@ -1,4 +1,4 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.sink;
 
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;

@@ -1,4 +1,4 @@
-package io.queen.pgconn.internal;
+package io.queen.pgconn.internal.spec;
 
 import io.queen.ConnectorException;
 
@@ -53,8 +53,8 @@ public enum ErrorCode {
   SLOT_CREATION("slot_creation", "creating the replication slot failed (it waits for the transactions running at that"
       + " moment to end; check pg_stat_activity for long ones, and max_replication_slots); retried at every re-read");
 
-  final String code;
-  final String fix;
+  private final String code;
+  private final String fix;
 
   ErrorCode(String code, String fix) {
     this.code = code;
@@ -71,7 +71,8 @@ public enum ErrorCode {
     return fix;
   }
 
-  ConnectorException exception(String connector) {
+  /** The exception a connector's status and the API show for this code. */
+  public ConnectorException exception(String connector) {
     return new ConnectorException(code, "connector '" + connector + "': " + fix + " (" + code + ")");
   }
 }
