@@ -750,7 +750,7 @@ public final class QueenBenchmark {
         return null;
       }));
     }
-    say("  minute  pushed/s  consumed/s   backlog  messages MB  dead tuples");
+    say("  minute  pushed/s  consumed/s   backlog  messages MB  live tuples  dead tuples");
     double[] pushRate = new double[minutes];
     double[] ackRate = new double[minutes];
     long t0 = System.nanoTime();
@@ -778,8 +778,8 @@ public final class QueenBenchmark {
         lastAcked = a;
         lastT = now;
         long[] table = messageTable();
-        say(String.format(Locale.ROOT, "  %6d %9.0f %11.0f %9d %12.1f %12d", m + 1, pushRate[m], ackRate[m], p - a,
-            table[0] / 1048576.0, table[1]));
+        say(String.format(Locale.ROOT, "  %6d %9.0f %11.0f %9d %12.1f %12d %12d", m + 1, pushRate[m], ackRate[m], p - a,
+            table[0] / 1048576.0, table[2], table[1]));
       }
     } finally {
       stop.set(true);
@@ -806,13 +806,14 @@ public final class QueenBenchmark {
     }
   }
 
-  /** The size of {@code queen.messages} with its indexes (bytes), and its dead tuples as the statistics count them. */
+  /** The size of {@code queen.messages} with its indexes (bytes), its dead and live tuples as the statistics count them. */
   private long[] messageTable() throws SQLException {
     try (Connection c = db.connection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("select pg_total_relation_size('queen.messages'), coalesce((select n_dead_tup from"
-            + " pg_stat_user_tables where schemaname = 'queen' and relname = 'messages'), 0)")) {
+        ResultSet rs = st.executeQuery("select pg_total_relation_size('queen.messages'), coalesce(s.n_dead_tup, 0),"
+            + " coalesce(s.n_live_tup, 0) from (select 1) one left join pg_stat_user_tables s on s.schemaname = 'queen'"
+            + " and s.relname = 'messages'")) {
       rs.next();
-      return new long[] {rs.getLong(1), rs.getLong(2)};
+      return new long[] {rs.getLong(1), rs.getLong(2), rs.getLong(3)};
     }
   }
 
