@@ -57,9 +57,6 @@ public final class Broker {
   private final Metrics metrics;
   private final String pushSql;
   private final String pushFastSql;
-  private final String pushPlainSql;
-  /** Measurement switch while the plain path is compared with push_fast. */
-  private static final boolean PLAIN = Boolean.parseBoolean(System.getProperty("queen.push.plain", "true"));
   private final String popSql;
   private final String ackSql;
   private final String renewSql;
@@ -114,7 +111,6 @@ public final class Broker {
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
         + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[],"
         + " ?::text[], ?::int4[], ?::text[])";
-    this.pushPlainSql = pushPlainSql(this.schema);
     // the type, version and key id (V17) are read by primary key next to pop, in the same statement, so that pop's
     // body stays the one of its own migration
     this.popSql = "select p.partition_name, p.partition_id, p.msg_offset, p.message_id, p.transaction_id, p.trace_id,"
@@ -211,7 +207,7 @@ public final class Broker {
           }
           return res;
         }
-        List<PushResult> fast = p.callerIds() ? null : PLAIN ? pushPlain(c, p) : pushFast(c, p);
+        List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
         return fast != null ? fast : push(c, p, false);
       } catch (SQLException e) {
         boolean lost = sent && Sql.isConnectionLoss(e);
@@ -452,113 +448,6 @@ public final class Broker {
     List<PushResult> out = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, ids[i], first[itemPair[i]] + itemRank[i],
-          p.txnIds[i]));
-    }
-    return out;
-  }
-
-  /**
-   * The common push as plain statements, sent together and run in one implicit transaction (one Sync, auto-commit):
-   *
-   * <ol>
-   *   <li>the planner settings the broker's functions run with (generic plans, index probes), for this transaction only;
-   *   <li>one statement that resolves the pairs, checks that every partition exists, no queue is bounded and no plain
-   *       payload goes to an encrypted queue, locks the partition rows in id order, inserts the messages at
-   *       {@code next_offset + rank} and moves {@code next_offset}; it returns one row per pair, or none (having
-   *       written nothing) when the batch needs the full push. The offsets come from the rows as locked (a row another
-   *       push updated meanwhile is read again at its newest version under the lock);
-   *   <li>the cursor flags, in a statement of its own: its snapshot is taken after the partition locks, so it sees
-   *       every {@code has_pending} cleared by a pop or ack that committed before them (a single CTE could miss one
-   *       and strand a message).
-   * </ol>
-   */
-  private static String pushPlainSql(String s) {
-    // each statement names the operation, for pg_stat_activity and the statement statistics
-    String tag = "/* " + s + ".push, plain */ ";
-    return tag + "select set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),"
-        + " set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);\n"
-        + tag + "with pr as materialized (select x.k::int as k, pp.id, q.max_size, q.encryption"
-        + " from unnest(?::text[], ?::text[]) with ordinality as x(qn, p, k)"
-        + " left join lateral (select qq.id, qq.max_size, qq.encryption from " + s + ".queues qq where qq.name = x.qn offset 0) q on true"
-        + " left join lateral (select pp0.id from " + s + ".partitions pp0 where pp0.queue_id = q.id and pp0.name = x.p offset 0) pp"
-        + " on true),"
-        + " it as materialized (select * from unnest(?::int4[], ?::int4[], ?::uuid[], ?::text[], ?::text[], ?::text[],"
-        + " ?::text[], ?::int4[], ?::text[]) as x(pk, rk, id, pl, tr, t, ty, ve, kid)),"
-        + " go as materialized (select coalesce(bool_and(pr.id is not null and pr.max_size = 0), false)"
-        + " and not exists (select 1 from it join pr on pr.k = it.pk where pr.encryption and it.kid is null) as ok from pr),"
-        + " lk as materialized (select pp.id, pp.next_offset from " + s + ".partitions pp"
-        + " where pp.id = any(array(select pr.id from pr)) and (select go.ok from go) order by pp.id for no key update),"
-        + " ins as (insert into " + s + ".messages(partition_id, \"offset\", id, transaction_id, trace_id, payload,"
-        + " payload_type, payload_version, key_id)"
-        + " select lk.id, lk.next_offset + it.rk, it.id, it.t, it.tr, it.pl::jsonb, it.ty, it.ve, it.kid"
-        + " from it join pr on pr.k = it.pk join lk on lk.id = pr.id),"
-        + " up as (update " + s + ".partitions pp set next_offset = lk.next_offset + c.n, last_message_at = now()"
-        + " from lk join (select pr.id, count(*) as n from it join pr on pr.k = it.pk group by pr.id) c on c.id = lk.id"
-        + " where pp.id = lk.id)"
-        + " select pr.k, lk.id, lk.next_offset from pr join lk on lk.id = pr.id;\n"
-        + tag + "update " + s + ".cursors c set has_pending = true where c.partition_id = any(array(select pp.id"
-        + " from unnest(?::text[], ?::text[]) as x(qn, p) join " + s + ".queues q on q.name = x.qn join " + s
-        + ".partitions pp on pp.queue_id = q.id and pp.name = x.p)) and not c.has_pending";
-  }
-
-  /**
-   * {@link #pushFast} as the plain statements of {@link #pushPlainSql}: the same arrays, the same answer ({@code null},
-   * having changed nothing, when the batch needs the full push).
-   */
-  private List<PushResult> pushPlain(Connection c, Prepared p) throws SQLException {
-    int n = p.queues.length;
-    java.util.Map<String, Integer> pairIndex = new java.util.HashMap<>();
-    List<String> pairQueues = new ArrayList<>();
-    List<String> pairPartitions = new ArrayList<>();
-    Integer[] itemPair = new Integer[n];
-    Integer[] itemRank = new Integer[n];
-    int[] count = new int[n];
-    for (int i = 0; i < n; i++) {
-      String key = p.queues[i] + '\u0000' + p.partitions[i];
-      Integer k = pairIndex.get(key);
-      if (k == null) {
-        k = pairQueues.size();
-        pairIndex.put(key, k);
-        pairQueues.add(p.queues[i]);
-        pairPartitions.add(p.partitions[i]);
-      }
-      itemPair[i] = k + 1;
-      itemRank[i] = count[k]++;
-    }
-    int m = pairQueues.size();
-    long[] first = new long[m + 1];
-    int rows = 0;
-    try (PreparedStatement st = c.prepareStatement(pushPlainSql)) {
-      java.sql.Array qa = c.createArrayOf("text", pairQueues.toArray());
-      java.sql.Array pa = c.createArrayOf("text", pairPartitions.toArray());
-      st.setArray(1, qa);
-      st.setArray(2, pa);
-      st.setArray(3, c.createArrayOf("int4", itemPair));
-      st.setArray(4, c.createArrayOf("int4", itemRank));
-      st.setArray(5, c.createArrayOf("uuid", p.ids));
-      st.setArray(6, c.createArrayOf("text", p.payloads));
-      st.setArray(7, c.createArrayOf("text", p.traceIds));
-      st.setArray(8, c.createArrayOf("text", p.txnIds));
-      bindTyped(c, st, 9, p);
-      st.setArray(12, qa);
-      st.setArray(13, pa);
-      st.execute(); // the settings' row
-      if (!st.getMoreResults()) {
-        throw new IllegalStateException("the push statement returned no rows");
-      }
-      try (ResultSet rs = st.getResultSet()) {
-        while (rs.next()) {
-          first[rs.getInt(1)] = rs.getLong(3);
-          rows++;
-        }
-      }
-    }
-    if (rows < m) {
-      return null; // nothing was written: a partition or queue is missing, a queue is bounded, or a payload is plain
-    }
-    List<PushResult> out = new ArrayList<>(n);
-    for (int i = 0; i < n; i++) {
-      out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, p.ids[i], first[itemPair[i]] + itemRank[i],
           p.txnIds[i]));
     }
     return out;

@@ -1,7 +1,6 @@
 package io.queen.embedded;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.queen.Message;
 import io.queen.PushItem;
@@ -13,7 +12,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -31,69 +29,24 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The common push (existing partitions, unbounded queues, generated transaction ids) as plain statements in one implicit
- * transaction, without a function call: what it stores, that it needs neither {@code push} nor {@code push_fast}, that
- * it hands out gapless offsets under concurrency, and that it flags the cursors a consumer cleared.
+ * The common push (existing partitions, unbounded queues, generated transaction ids, {@code push_fast}): gapless offsets
+ * as reported under concurrent pushes that share partitions, and the cursor flag a consumer cleared set again.
  */
 @QueenPostgres
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-class PushPlainPathTest {
-  private static final String PUSH = "queen.push(text[], text[], jsonb[], text[], text[], boolean, uuid[], text[], int[], text[])";
-  private static final String PUSH_FAST =
-      "queen.push_fast(text[], text[], int[], int[], uuid[], jsonb[], text[], text[], text[], int[], text[])";
-
+class PushOffsetsTest {
   private DataSource ds;
   private Queen queen;
 
   @BeforeEach
   void start(DataSource ds) {
     this.ds = ds;
-    queen = EmbeddedQueen.builder().dataSource(ds).nodeId("plain").start();
+    queen = EmbeddedQueen.builder().dataSource(ds).nodeId("offsets").start();
   }
 
   @AfterEach
   void stop() {
     queen.close();
-  }
-
-  @Test
-  void aPushToExistingPartitionsCallsNoFunction() throws Exception {
-    String q = "plain-nofn";
-    queen.queue(q).push(List.of(PushItem.of("a", Map.of("n", 0)), PushItem.of("b", Map.of("n", 1))));
-    List<PushResult> rs;
-    execute("alter function " + PUSH + " rename to push_parked");
-    execute("alter function " + PUSH_FAST + " rename to push_fast_parked");
-    try {
-      rs = queen.queue(q).push(List.of(PushItem.of("b", Map.of("n", 2)), PushItem.of("a", Map.of("n", 3)),
-          PushItem.of("b", Map.of("n", 4)), PushItem.of("a", "five").traceId("t-5")));
-      // a new partition needs the full push, which is not there: the fast statements changed nothing
-      assertThatThrownBy(() -> queen.queue(q).push(List.of(PushItem.of("a", Map.of("n", 6)), PushItem.of("new", Map.of("n", 7)))))
-          .hasMessageContaining("push");
-    } finally {
-      execute("alter function queen.push_parked(text[], text[], jsonb[], text[], text[], boolean, uuid[], text[], int[], text[])"
-          + " rename to push");
-      execute("alter function queen.push_fast_parked(text[], text[], int[], int[], uuid[], jsonb[], text[], text[], text[],"
-          + " int[], text[]) rename to push_fast");
-    }
-    assertThat(rs).extracting(PushResult::status).containsOnly(PushStatus.QUEUED);
-    assertThat(rs).extracting(PushResult::partition).containsExactly("b", "a", "b", "a");
-    assertThat(rs).extracting(PushResult::offset).containsExactly(1L, 1L, 2L, 2L);
-    for (PushResult r : rs) {
-      assertThat(r.transactionId()).isEqualTo(r.messageId().toString());
-    }
-    assertThat(stored(q)).containsExactly("a/0 {\"n\": 0}", "a/1 {\"n\": 3}", "a/2 \"five\"", "b/0 {\"n\": 1}",
-        "b/1 {\"n\": 2}", "b/2 {\"n\": 4}");
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
-        ResultSet r = st.executeQuery("select m.trace_id, p.next_offset from queen.messages m join queen.partitions p on"
-            + " p.id = m.partition_id join queen.queues qq on qq.id = p.queue_id where qq.name = '" + q + "' and p.name = 'a'"
-            + " and m.\"offset\" = 2")) {
-      assertThat(r.next()).isTrue();
-      assertThat(r.getString(1)).isEqualTo("t-5");
-      assertThat(r.getLong(2)).isEqualTo(3);
-    }
-    // and with the functions back, the refused batch goes through the full push
-    List<PushResult> again = queen.queue(q).push(List.of(PushItem.of("a", Map.of("n", 6)), PushItem.of("new", Map.of("n", 7))));
-    assertThat(again).extracting(PushResult::offset).containsExactly(3L, 0L);
   }
 
   @Test
@@ -175,27 +128,6 @@ class PushPlainPathTest {
     } finally {
       pool.shutdownNow();
     }
-  }
-
-  private void execute(String sql) throws SQLException {
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute(sql);
-    }
-  }
-
-  private List<String> stored(String q) throws SQLException {
-    List<String> out = new ArrayList<>();
-    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select p.name || '/' || m.\"offset\""
-        + " || ' ' || m.payload::text from queen.messages m join queen.partitions p on p.id = m.partition_id"
-        + " join queen.queues qq on qq.id = p.queue_id where qq.name = ? order by p.name, m.\"offset\"")) {
-      st.setString(1, q);
-      try (ResultSet r = st.executeQuery()) {
-        while (r.next()) {
-          out.add(r.getString(1));
-        }
-      }
-    }
-    return out;
   }
 
   private boolean hasPending(String q) throws SQLException {
