@@ -29,9 +29,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The common push (existing partitions, unbounded queues, generated transaction ids: {@code push_fast}, or COPY for a
- * batch of at least {@code Broker.COPY_MIN} items): gapless offsets as reported under concurrent pushes of both kinds
- * that share partitions, payloads through COPY exactly as sent, and the cursor flag a consumer cleared set again.
+ * The common push (existing partitions, unbounded queues, generated transaction ids, {@code push_fast}): gapless offsets
+ * as reported under concurrent pushes that share partitions, and the cursor flag a consumer cleared set again.
  */
 @QueenPostgres
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
@@ -48,66 +47,6 @@ class PushOffsetsTest {
   @AfterEach
   void stop() {
     queen.close();
-  }
-
-  @Test
-  void aLargeBatchGoesThroughCopyWithItsPayloadsAsSent() throws Exception {
-    String q = "copy-big";
-    queen.queue(q).push(List.of(PushItem.of("a", Map.of("n", -1)), PushItem.of("b", Map.of("n", -1))));
-    int n = io.queen.embedded.internal.Broker.COPY_MIN + 100;
-    List<PushItem> items = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      // backslashes, tabs, line breaks, quotes and characters outside ASCII, which COPY's text format must carry as sent
-      Map<String, Object> body = Map.of("n", i, "s", "tab\there\nline \\ back \"q\" \r ü € 😀 " + i);
-      PushItem it = PushItem.of(i % 3 == 0 ? "b" : "a", body);
-      items.add(i % 7 == 0 ? it.traceId("trace\t" + i) : it);
-    }
-    List<PushResult> rs;
-    String push = "queen.push(text[], text[], jsonb[], text[], text[], boolean, uuid[], text[], int[], text[])";
-    String fast = "queen.push_fast(text[], text[], int[], int[], uuid[], jsonb[], text[], text[], text[], int[], text[])";
-    execute("alter function " + push + " rename to push_parked");
-    execute("alter function " + fast + " rename to push_fast_parked");
-    try {
-      rs = queen.queue(q).push(items); // neither function is there: COPY did it
-    } finally {
-      execute("alter function queen.push_parked" + push.substring(push.indexOf('(')) + " rename to push");
-      execute("alter function queen.push_fast_parked" + fast.substring(fast.indexOf('(')) + " rename to push_fast");
-    }
-    long a = 1;
-    long b = 1;
-    for (int i = 0; i < n; i++) {
-      PushResult r = rs.get(i);
-      assertThat(r.status()).isEqualTo(PushStatus.QUEUED);
-      assertThat(r.offset()).isEqualTo(i % 3 == 0 ? b++ : a++);
-      assertThat(r.transactionId()).isEqualTo(r.messageId().toString());
-    }
-    assertThat(nextOffset(q, "a")).isEqualTo(a);
-    assertThat(nextOffset(q, "b")).isEqualTo(b);
-    Map<UUID, Message> got = new HashMap<>();
-    for (Message m : queen.queue(q).consumer().batch(10_000).partitions(2).pop()) {
-      got.put(m.id(), m);
-    }
-    assertThat(got).hasSize(n + 2);
-    for (int i = 0; i < n; i++) {
-      Message m = got.get(rs.get(i).messageId());
-      assertThat(m.offset()).isEqualTo(rs.get(i).offset());
-      assertThat(m.transactionId()).isEqualTo(rs.get(i).transactionId());
-      assertThat(m.payload().get("n").asInt()).isEqualTo(i);
-      assertThat(m.payload().get("s").asText()).isEqualTo("tab\there\nline \\ back \"q\" \r ü € 😀 " + i);
-      assertThat(m.traceId()).isEqualTo(i % 7 == 0 ? "trace\t" + i : null);
-    }
-    // a large batch with a new partition takes the full push, whole
-    items.add(PushItem.of("new", Map.of("n", n)));
-    List<PushResult> again = queen.queue(q).push(items);
-    assertThat(again).extracting(PushResult::status).containsOnly(PushStatus.QUEUED);
-    assertThat(again.get(n).offset()).isZero();
-    assertThat(nextOffset(q, "a") + nextOffset(q, "b") + nextOffset(q, "new")).isEqualTo(2L * n + 3);
-  }
-
-  private void execute(String sql) throws SQLException {
-    try (Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement()) {
-      st.execute(sql);
-    }
   }
 
   @Test
@@ -149,8 +88,7 @@ class PushOffsetsTest {
             // three of the four partitions, in a random order: pushes lock shared rows in id order, so none deadlocks
             List<PushItem> items = new ArrayList<>();
             int skip = random.nextInt(names.length);
-            int size = i % 8 == 3 ? io.queen.embedded.internal.Broker.COPY_MIN + 10 : 9; // now and then through COPY
-            for (int k = 0; k < size; k++) {
+            for (int k = 0; k < 9; k++) {
               int p = random.nextInt(names.length - 1);
               items.add(PushItem.of(names[p >= skip ? p + 1 : p], Map.of("t", index, "i", i, "k", k)));
             }
@@ -166,7 +104,7 @@ class PushOffsetsTest {
           reported.put(r.messageId(), r.partition() + "/" + r.offset());
         }
       }
-      assertThat(reported).hasSize(threads * (pushes * 9 + 5 * (io.queen.embedded.internal.Broker.COPY_MIN + 1)));
+      assertThat(reported).hasSize(threads * pushes * 9);
       Map<UUID, String> stored = new HashMap<>();
       Map<String, Long> count = new HashMap<>();
       try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select p.name, m.\"offset\", m.id,"

@@ -57,8 +57,6 @@ public final class Broker {
   private final Metrics metrics;
   private final String pushSql;
   private final String pushFastSql;
-  /** The smallest first-try batch that goes through COPY ({@link #pushCopy}) instead of {@code push_fast}. */
-  public static final int COPY_MIN = Integer.getInteger("queen.push.copyMin", 500);
   private final String popSql;
   private final String ackSql;
   private final String renewSql;
@@ -209,7 +207,7 @@ public final class Broker {
           }
           return res;
         }
-        List<PushResult> fast = p.callerIds() ? null : p.queues.length >= COPY_MIN ? pushCopy(c, p) : pushFast(c, p);
+        List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
         return fast != null ? fast : push(c, p, false);
       } catch (SQLException e) {
         boolean lost = sent && Sql.isConnectionLoss(e);
@@ -453,176 +451,6 @@ public final class Broker {
           p.txnIds[i]));
     }
     return out;
-  }
-
-  /**
-   * A large common push through COPY, in one explicit transaction on {@code c} (auto-commit again after it):
-   * resolve the pairs (and check that every partition exists, no queue is bounded and no plain payload goes to an
-   * encrypted queue), lock the partition rows in id order and read their {@code next_offset}, COPY the messages at
-   * {@code next_offset + rank}, move {@code next_offset}, flag the cursors (a statement after the locks, so its
-   * snapshot sees every flag a pop or ack cleared before them), commit. The same work as {@code push_fast} in five
-   * round trips instead of one; COPY inserts a page of rows per WAL record. Returns {@code null}, having changed
-   * nothing, when the batch needs the full push.
-   */
-  private List<PushResult> pushCopy(Connection c, Prepared p) throws SQLException {
-    int n = p.queues.length;
-    java.util.Map<String, Integer> pairIndex = new java.util.HashMap<>();
-    List<String> pairQueues = new ArrayList<>();
-    List<String> pairPartitions = new ArrayList<>();
-    int[] itemPair = new int[n];
-    int[] itemRank = new int[n];
-    int[] count = new int[n];
-    for (int i = 0; i < n; i++) {
-      String key = p.queues[i] + '\u0000' + p.partitions[i];
-      Integer k = pairIndex.get(key);
-      if (k == null) {
-        k = pairQueues.size();
-        pairIndex.put(key, k);
-        pairQueues.add(p.queues[i]);
-        pairPartitions.add(p.partitions[i]);
-      }
-      itemPair[i] = k;
-      itemRank[i] = count[k]++;
-    }
-    int m = pairQueues.size();
-    c.setAutoCommit(false);
-    boolean done = false;
-    try {
-      long[] pid = new long[m];
-      boolean[] encrypted = new boolean[m];
-      try (PreparedStatement st = c.prepareStatement("select x.k::int, pp.id, q.max_size, q.encryption"
-          + " from unnest(?::text[], ?::text[]) with ordinality as x(qn, p, k)"
-          + " left join " + schema + ".queues q on q.name = x.qn"
-          + " left join " + schema + ".partitions pp on pp.queue_id = q.id and pp.name = x.p")) {
-        st.setArray(1, c.createArrayOf("text", pairQueues.toArray()));
-        st.setArray(2, c.createArrayOf("text", pairPartitions.toArray()));
-        int found = 0;
-        try (ResultSet rs = st.executeQuery()) {
-          while (rs.next()) {
-            int k = rs.getInt(1) - 1;
-            long id = rs.getLong(2);
-            if (rs.wasNull() || rs.getLong(3) > 0) {
-              break; // a new partition or queue, or a bounded queue: the full push
-            }
-            pid[k] = id;
-            encrypted[k] = rs.getBoolean(4);
-            found++;
-          }
-        }
-        if (found < m) {
-          return null;
-        }
-      }
-      for (int i = 0; i < n; i++) {
-        if (encrypted[itemPair[i]] && (p.keyIds == null || p.keyIds[i] == null)) {
-          return null; // a plain payload for an encrypted queue: the full push refuses it and says so
-        }
-      }
-      Long[] ids = new Long[m];
-      for (int k = 0; k < m; k++) {
-        ids[k] = pid[k];
-      }
-      java.util.Map<Long, Long> next = new java.util.HashMap<>();
-      try (PreparedStatement st = c.prepareStatement("select id, next_offset from " + schema + ".partitions"
-          + " where id = any(?::bigint[]) order by id for no key update")) {
-        st.setArray(1, c.createArrayOf("int8", ids));
-        try (ResultSet rs = st.executeQuery()) {
-          while (rs.next()) {
-            next.put(rs.getLong(1), rs.getLong(2));
-          }
-        }
-      }
-      if (next.size() < m) {
-        return null; // a partition was deleted meanwhile
-      }
-      long[] first = new long[m];
-      for (int k = 0; k < m; k++) {
-        first[k] = next.get(pid[k]);
-      }
-      StringBuilder b = new StringBuilder(n * 300);
-      for (int i = 0; i < n; i++) {
-        int k = itemPair[i];
-        b.append(pid[k]).append('\t').append(first[k] + itemRank[i]).append('\t').append(p.ids[i]).append('\t');
-        copyText(b, p.txnIds[i]).append('\t');
-        copyText(b, p.traceIds[i]).append('\t');
-        copyText(b, p.payloads[i]).append('\t');
-        copyText(b, p.types == null ? null : p.types[i]).append('\t');
-        Integer v = p.versions == null ? null : p.versions[i];
-        b.append(v == null ? "\\N" : v.toString()).append('\t');
-        copyText(b, p.keyIds == null ? null : p.keyIds[i]).append('\n');
-      }
-      byte[] bytes = b.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
-      org.postgresql.copy.CopyIn in = c.unwrap(org.postgresql.PGConnection.class).getCopyAPI().copyIn("copy " + schema
-          + ".messages (partition_id, \"offset\", id, transaction_id, trace_id, payload, payload_type, payload_version,"
-          + " key_id) from stdin");
-      try {
-        in.writeToCopy(bytes, 0, bytes.length);
-      } catch (SQLException e) {
-        if (in.isActive()) {
-          try {
-            in.cancelCopy();
-          } catch (SQLException ignored) {
-            // the rollback below ends it anyway
-          }
-        }
-        throw e;
-      }
-      in.endCopy();
-      Long[] ends = new Long[m];
-      for (int k = 0; k < m; k++) {
-        ends[k] = first[k] + count[k];
-      }
-      try (PreparedStatement st = c.prepareStatement("update " + schema + ".partitions pp set next_offset = x.e,"
-          + " last_message_at = now() from unnest(?::bigint[], ?::bigint[]) as x(id, e) where pp.id = x.id")) {
-        st.setArray(1, c.createArrayOf("int8", ids));
-        st.setArray(2, c.createArrayOf("int8", ends));
-        st.executeUpdate();
-      }
-      try (PreparedStatement st = c.prepareStatement("update " + schema + ".cursors c set has_pending = true"
-          + " where c.partition_id = any(?::bigint[]) and not c.has_pending")) {
-        st.setArray(1, c.createArrayOf("int8", ids));
-        st.executeUpdate();
-      }
-      c.commit();
-      done = true;
-      List<PushResult> out = new ArrayList<>(n);
-      for (int i = 0; i < n; i++) {
-        out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, p.ids[i],
-            first[itemPair[i]] + itemRank[i], p.txnIds[i]));
-      }
-      return out;
-    } finally {
-      if (!done) {
-        try {
-          c.rollback();
-        } catch (SQLException e) {
-          // the connection is gone: nothing of this transaction was committed by this call's own doing
-        }
-      }
-      try {
-        c.setAutoCommit(true);
-      } catch (SQLException e) {
-        // a broken connection: the pool discards it
-      }
-    }
-  }
-
-  /** Appends {@code v} in COPY's text format: {@code \N} for null, backslash, tab and line breaks escaped. */
-  private static StringBuilder copyText(StringBuilder b, String v) {
-    if (v == null) {
-      return b.append("\\N");
-    }
-    for (int i = 0; i < v.length(); i++) {
-      char ch = v.charAt(i);
-      switch (ch) {
-        case '\\' -> b.append("\\\\");
-        case '\t' -> b.append("\\t");
-        case '\n' -> b.append("\\n");
-        case '\r' -> b.append("\\r");
-        default -> b.append(ch);
-      }
-    }
-    return b;
   }
 
   /** The last 60-bit time-and-sequence prefix handed out by {@link #timeOrderedUuid} in this JVM. */
