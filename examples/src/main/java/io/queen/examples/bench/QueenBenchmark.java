@@ -57,8 +57,13 @@ import java.util.function.Function;
  * <p>Options: {@code --only name,name} ({@value #NAMES_TEXT}), {@code --seconds N} (timed window of each throughput phase,
  * default 8), {@code --warmup N} (seconds, default 2), {@code --scale X} (multiplies the pop+ack backlog and the partition
  * count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
- * {@code --latency-batch N}, {@code --latency-partitions N}, and {@code --diagnose} (print the top PostgreSQL wait events of
- * every phase).
+ * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --sustained-minutes N} (sustained_push_pop, default 10),
+ * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
+ * and the WAL per message of every phase; the push phases print their WAL per message as {@code FIGURE} lines anyway).
+ *
+ * <p>Issue 11 adds push_batch1000 (batches of 1,000 against a raw COPY), push_hot_partition (8 threads into one partition
+ * against the same threads over 1,000) and, with {@code --long}, sustained_push_pop (producers and consumers with retention
+ * for 10 minutes, per-minute rates).
  *
  * <p>PostgreSQL: the test kit's embedded server, or {@code QUEEN_TEST_JDBC_URL} (+ {@code _USER}/{@code _PASSWORD}) when set. A fresh
  * database is created and dropped at the end.
