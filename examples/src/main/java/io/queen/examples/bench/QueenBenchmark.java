@@ -57,8 +57,13 @@ import java.util.function.Function;
  * <p>Options: {@code --only name,name} ({@value #NAMES_TEXT}), {@code --seconds N} (timed window of each throughput phase,
  * default 8), {@code --warmup N} (seconds, default 2), {@code --scale X} (multiplies the pop+ack backlog and the partition
  * count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
- * {@code --latency-batch N}, {@code --latency-partitions N}, and {@code --diagnose} (print the top PostgreSQL wait events of
- * every phase).
+ * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --sustained-minutes N} (sustained_push_pop, default 10),
+ * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
+ * and the WAL per message of every phase; the push phases print their WAL per message as {@code FIGURE} lines anyway).
+ *
+ * <p>Issue 11 adds push_batch1000 (batches of 1,000 against a raw COPY), push_hot_partition (8 threads into one partition
+ * against the same threads over 1,000) and, with {@code --long}, sustained_push_pop (producers and consumers with retention
+ * for 10 minutes, per-minute rates).
  *
  * <p>PostgreSQL: the test kit's embedded server, or {@code QUEEN_TEST_JDBC_URL} (+ {@code _USER}/{@code _PASSWORD}) when set. A fresh
  * database is created and dropped at the end.
@@ -87,12 +92,23 @@ public final class QueenBenchmark {
   static final int ONCE_WARMUP_ROUNDS = 3;
   /** Per partition: the untimed rounds, the measured ones, and a round to spare (batches in flight when a round stops). */
   static final int ONCE_DEPTH = (ONCE_WARMUP_ROUNDS + ONCE_ROUNDS + 1) * ONCE_ROUND / ONCE_PARTITIONS;
-  static final List<String> NAMES = List.of("push_batch100", "push_batch1", "popack_batch100", "latency", "pop_100k_vs_10",
+  /** push_batch1000: items per push, and partitions per push (100 items each). */
+  static final int BIG_BATCH = 1_000;
+  static final int BIG_BATCH_PARTITIONS = 10;
+  /** push_hot_partition: producer threads, and items per push. */
+  static final int HOT_THREADS = 8;
+  static final int HOT_BATCH = 10;
+  /** sustained_push_pop: partitions of the queue; producers push 100 over 10 of them, consumers pop 100 over 10. */
+  static final int SUSTAINED_PARTITIONS = 100;
+  static final List<String> NAMES = List.of("push_batch100", "push_batch1", "push_batch1000", "push_hot_partition",
+      "sustained_push_pop", "popack_batch100", "latency", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key", "consume_pops", "consume_vs_raw", "consume_claim", "e2e_vs_raw_queue",
       "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact", "source_vs_raw");
   /** Figures of more than about a minute each: run with --long, or by name with --only. */
-  static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput");
-  static final String NAMES_TEXT = "push_batch100, push_batch1, popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
+  static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput",
+      "sustained_push_pop");
+  static final String NAMES_TEXT = "push_batch100, push_batch1, push_batch1000, push_hot_partition, sustained_push_pop, "
+      + "popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
       + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
       + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw";
   /** The figure names of issue 14 that --only accepts for the phase that prints them. */
@@ -107,7 +123,7 @@ public final class QueenBenchmark {
   /** Parsed command line. */
   record Options(Set<String> only, Duration window, Duration warmup, double scale, int popackPartitions, int latencyRate,
       Duration latencyWindow, int latencyBatch, int latencyPartitions, boolean diagnose, Duration e2eWindow,
-      Duration steadyWindow, Duration heldWindow) {
+      Duration steadyWindow, Duration heldWindow, int sustainedMinutes) {
 
     static Options parse(String[] args) {
       Set<String> only = null;
@@ -115,6 +131,7 @@ public final class QueenBenchmark {
       double e2eSeconds = 60;
       double steadySeconds = 20;
       double heldSeconds = 60;
+      int sustainedMinutes = 10;
       double seconds = 8;
       double warmup = 2;
       double scale = 1;
@@ -182,6 +199,7 @@ public final class QueenBenchmark {
             case "--e2e-seconds" -> e2eSeconds = range(key, Double.parseDouble(value), 1, 3600);
             case "--steady-seconds" -> steadySeconds = range(key, Double.parseDouble(value), 1, 3600);
             case "--held-seconds" -> heldSeconds = range(key, Double.parseDouble(value), 1, 3600);
+            case "--sustained-minutes" -> sustainedMinutes = (int) range(key, Integer.parseInt(value), 2, 600);
             default -> throw new UsageException("unknown option " + key);
           }
         } catch (NumberFormatException e) {
@@ -195,7 +213,8 @@ public final class QueenBenchmark {
         }
       }
       return new Options(only, millis(seconds), millis(warmup), scale, popackPartitions, latencyRate, millis(latencySeconds),
-          latencyBatch, latencyPartitions, diagnose, millis(e2eSeconds), millis(steadySeconds), millis(heldSeconds));
+          latencyBatch, latencyPartitions, diagnose, millis(e2eSeconds), millis(steadySeconds), millis(heldSeconds),
+          sustainedMinutes);
     }
 
     private static double range(String key, double v, double min, double max) {
@@ -234,6 +253,8 @@ public final class QueenBenchmark {
   private final List<String> lines = new ArrayList<>();
   private final List<String> failures = new ArrayList<>();
   private TestDatabase db;
+  /** WAL bytes per message of the last {@link #measure} (all WAL the server wrote meanwhile, over every message done). */
+  private double lastWalPerMessage;
   private HikariDataSource queenPool;
   private HikariDataSource rawPool;
   private Queen queen;
@@ -260,7 +281,8 @@ public final class QueenBenchmark {
       }
       System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2] [--scale 1]"
           + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--latency-batch 10]"
-          + " [--latency-partitions 10] [--e2e-seconds 60] [--steady-seconds 20] [--held-seconds 60] [--long] [--diagnose]");
+          + " [--latency-partitions 10] [--e2e-seconds 60] [--steady-seconds 20] [--held-seconds 60] [--sustained-minutes 10]"
+          + " [--long] [--diagnose]");
       System.exit(e.getMessage() == null ? 0 : 2);
       return;
     }
@@ -297,7 +319,7 @@ public final class QueenBenchmark {
     try {
       db = server.createDatabase("bench");
       queenPool = db.newDataSource(16);
-      rawPool = db.newDataSource(THREADS + 1);
+      rawPool = db.newDataSource(Math.max(THREADS, HOT_THREADS) + 1);
       try (Connection c = db.connection(); Statement s = c.createStatement()) {
         s.execute(RAW_DDL);
       }
@@ -310,6 +332,9 @@ public final class QueenBenchmark {
           switch (name) {
             case "push_batch100" -> pushBatch100();
             case "push_batch1" -> pushBatch1();
+            case "push_batch1000" -> pushBatch1000();
+            case "push_hot_partition" -> pushHotPartition();
+            case "sustained_push_pop" -> sustainedPushPop();
             case "popack_batch100" -> popAckBatch100();
             case "latency" -> latency();
             case "pop_100k_vs_10" -> popScale();
@@ -365,6 +390,7 @@ public final class QueenBenchmark {
         return BATCH;
       };
     }, window);
+    double queenWal = lastWalPerMessage;
     progress("Queen", queenR);
     deleteQueue(q);
 
@@ -386,9 +412,11 @@ public final class QueenBenchmark {
       };
     }, window);
     progress("raw multi-row INSERT", rawR);
+    double rawWal = lastWalPerMessage;
     truncateRaw();
 
     throughput("push_batch100", queenR, rawR, 0.60, "raw: one INSERT ... VALUES x100 per commit");
+    walFigures("push_batch100", queenWal, rawWal);
   }
 
   /**
@@ -491,6 +519,7 @@ public final class QueenBenchmark {
         return 1;
       };
     }, window);
+    double queenWal = lastWalPerMessage;
     progress("Queen", queenR);
     deleteQueue(q);
 
@@ -509,9 +538,288 @@ public final class QueenBenchmark {
       };
     }, window);
     progress("raw single-row INSERT", rawR);
+    double rawWal = lastWalPerMessage;
     truncateRaw();
 
     throughput("push_batch1", queenR, rawR, 0.80, "raw: one INSERT per commit");
+    walFigures("push_batch1", queenWal, rawWal);
+  }
+
+  /** The WAL written per message by both sides of a push phase, as two {@code FIGURE} lines. */
+  private void walFigures(String name, double queenWal, double rawWal) {
+    say(String.format(Locale.ROOT, "  WAL per message: Queen %.0f bytes, raw %.0f bytes", queenWal, rawWal));
+    lines.add(figure(name + "_wal_bytes_per_msg", queenWal, "bytes"));
+    lines.add(figure(name + "_raw_wal_bytes_per_msg", rawWal, "bytes"));
+  }
+
+  /**
+   * Queen: batches of {@value #BIG_BATCH} payloads over {@value #BIG_BATCH_PARTITIONS} random partitions (100 each) of
+   * 1,000. Raw: the same rows through COPY (pgjdbc's CopyManager, text format), one COPY per commit.
+   */
+  private void pushBatch1000() throws Exception {
+    Window window = Window.timed(options.warmup(), options.window());
+    int per = BIG_BATCH / BIG_BATCH_PARTITIONS;
+    String q = queueName("push1000");
+    prime(queen.queue(q), partitionNames);
+    Result queenR = measure("push1000-queen", THREADS, i -> {
+      QueueClient queue = queen.queue(q);
+      SplittableRandom random = new SplittableRandom(3000 + i);
+      return () -> {
+        int[] parts = pickDistinct(random, PARTITIONS, BIG_BATCH_PARTITIONS);
+        List<PushItem> items = new ArrayList<>(BIG_BATCH);
+        for (int k = 0; k < BIG_BATCH; k++) {
+          items.add(PushItem.of(partitionNames[parts[k / per]], Json.of(payloads.get(random.nextInt()))));
+        }
+        queue.push(items);
+        return BIG_BATCH;
+      };
+    }, window);
+    double queenWal = lastWalPerMessage;
+    progress("Queen", queenR);
+    deleteQueue(q);
+
+    // COPY's text format: the payloads are ASCII JSON without backslashes, tabs or line breaks, so they go as they are
+    byte[][] lineOf = new byte[payloads.count()][];
+    for (int k = 0; k < lineOf.length; k++) {
+      String text = payloads.get(k);
+      if (text.indexOf('\\') >= 0 || text.indexOf('\t') >= 0 || text.indexOf('\n') >= 0) {
+        throw new IllegalStateException("payload " + k + " needs COPY escaping");
+      }
+      lineOf[k] = ("\t" + text + "\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    }
+    settle();
+    String copySql = "COPY " + RAW_TABLE + " (partition, payload) FROM STDIN";
+    Result rawR = measure("push1000-raw", THREADS, i -> {
+      SplittableRandom random = new SplittableRandom(3000 + i);
+      Connection c = rawPool.getConnection();
+      c.setAutoCommit(true);
+      org.postgresql.copy.CopyManager copy = c.unwrap(org.postgresql.PGConnection.class).getCopyAPI();
+      java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream(BIG_BATCH * (Payloads.SIZE + 8));
+      return new Worker() {
+        @Override
+        public int step() throws Exception {
+          int[] parts = pickDistinct(random, PARTITIONS, BIG_BATCH_PARTITIONS);
+          buf.reset();
+          for (int k = 0; k < BIG_BATCH; k++) {
+            buf.write(partitionNames[parts[k / per]].getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            buf.write(lineOf[Math.floorMod(random.nextInt(), lineOf.length)]);
+          }
+          org.postgresql.copy.CopyIn in = copy.copyIn(copySql);
+          byte[] bytes = buf.toByteArray();
+          in.writeToCopy(bytes, 0, bytes.length);
+          long n = in.endCopy();
+          if (n != BIG_BATCH) {
+            throw new IllegalStateException("COPY stored " + n + " rows of " + BIG_BATCH);
+          }
+          return BIG_BATCH;
+        }
+
+        @Override
+        public void close() throws SQLException {
+          c.close();
+        }
+      };
+    }, window);
+    progress("raw COPY of 1,000 rows", rawR);
+    double rawWal = lastWalPerMessage;
+    truncateRaw();
+
+    throughput("push_batch1000", queenR, rawR, 0.60, "raw: one COPY of 1,000 rows per commit");
+    walFigures("push_batch1000", queenWal, rawWal);
+  }
+
+  /**
+   * {@value #HOT_THREADS} threads pushing batches of {@value #HOT_BATCH} into ONE partition, against the same threads each
+   * push going to one random partition of 1,000. Every push locks its partition's row until it commits (offsets are
+   * taken under it, so they are gapless and commit-ordered): on one partition the pushes serialise, commit flush
+   * included. The raw figure beside them: the same threads, one 10-row INSERT per commit into the raw table.
+   */
+  private void pushHotPartition() throws Exception {
+    Window window = Window.timed(options.warmup(), options.window());
+    String hot = queueName("push-hot");
+    String spread = queueName("push-spread");
+    prime(queen.queue(hot), new String[] {"hot"});
+    prime(queen.queue(spread), partitionNames);
+    ThroughputRunner.WorkerFactory hotWorkers = i -> {
+      QueueClient queue = queen.queue(hot);
+      SplittableRandom random = new SplittableRandom(4000 + i);
+      return () -> {
+        List<PushItem> items = new ArrayList<>(HOT_BATCH);
+        for (int k = 0; k < HOT_BATCH; k++) {
+          items.add(PushItem.of("hot", Json.of(payloads.get(random.nextInt()))));
+        }
+        queue.push(items);
+        return HOT_BATCH;
+      };
+    };
+    ThroughputRunner.WorkerFactory spreadWorkers = i -> {
+      QueueClient queue = queen.queue(spread);
+      SplittableRandom random = new SplittableRandom(4000 + i);
+      return () -> {
+        String partition = partitionNames[random.nextInt(PARTITIONS)];
+        List<PushItem> items = new ArrayList<>(HOT_BATCH);
+        for (int k = 0; k < HOT_BATCH; k++) {
+          items.add(PushItem.of(partition, Json.of(payloads.get(random.nextInt()))));
+        }
+        queue.push(items);
+        return HOT_BATCH;
+      };
+    };
+    Result spreadR = measure("push-spread", HOT_THREADS, spreadWorkers, window);
+    double spreadWal = lastWalPerMessage;
+    progress("Queen, 1,000 partitions", spreadR);
+    settle();
+    Result hotR = measure("push-hot", HOT_THREADS, hotWorkers, window);
+    double hotWal = lastWalPerMessage;
+    progress("Queen, one partition", hotR);
+    deleteQueue(hot);
+    deleteQueue(spread);
+
+    settle();
+    String sql = multiRowInsert(HOT_BATCH);
+    Result rawR = measure("push-hot-raw", HOT_THREADS, i -> {
+      SplittableRandom random = new SplittableRandom(4000 + i);
+      return new RawWorker(rawPool, sql) {
+        @Override
+        public int step() throws SQLException {
+          for (int k = 0; k < HOT_BATCH; k++) {
+            ps.setString(2 * k + 1, "hot");
+            ps.setString(2 * k + 2, payloads.get(random.nextInt()));
+          }
+          ps.executeUpdate();
+          return HOT_BATCH;
+        }
+      };
+    }, window);
+    progress("raw 10-row INSERT", rawR);
+    double rawWal = lastWalPerMessage;
+    truncateRaw();
+
+    double ratio = hotR.perSecond() / spreadR.perSecond();
+    rows.add(new Row("push_hot_partition", num(hotR.perSecond(), 0), num(spreadR.perSecond(), 0), "msgs/s", num(ratio, 3),
+        ">= 0.50", verdict(ratio >= 0.5), HOT_THREADS + " threads, pushes of " + HOT_BATCH + "; baseline: the same over 1,000"
+        + " partitions; raw 10-row INSERT " + num(rawR.perSecond(), 0) + " msgs/s"));
+    lines.add("RATIO push_hot_partition " + num(ratio, 3));
+    lines.add(figure("push_hot_partition_msgs_per_s", hotR.perSecond(), "msgs/s"));
+    lines.add(figure("push_spread_partitions_msgs_per_s", spreadR.perSecond(), "msgs/s"));
+    lines.add(figure("push_hot_partition_raw_msgs_per_s", rawR.perSecond(), "msgs/s"));
+    lines.add(figure("push_spread_vs_raw", spreadR.perSecond() / rawR.perSecond(), "ratio"));
+    say(String.format(Locale.ROOT, "  WAL per message: one partition %.0f bytes, 1,000 partitions %.0f bytes, raw %.0f bytes",
+        hotWal, spreadWal, rawWal));
+    lines.add(figure("push_hot_partition_wal_bytes_per_msg", hotWal, "bytes"));
+    lines.add(figure("push_spread_partitions_wal_bytes_per_msg", spreadWal, "bytes"));
+    lines.add(figure("push_hot_partition_raw_wal_bytes_per_msg", rawWal, "bytes"));
+  }
+
+  /**
+   * {@value #THREADS} producers (pushes of 100 over 10 of {@value #SUSTAINED_PARTITIONS} partitions) and {@value #THREADS}
+   * consumers (pop batch(100).partitions(10), then ack) on one queue with {@code completedRetention} 5 s, for
+   * {@code --sustained-minutes} (default 10). The node's janitor (every 30 s) removes what the group has consumed. Prints
+   * per minute the rates of both sides, the backlog, the size of the message table and its dead tuples; the ratio is the
+   * consumed rate of the last minute over the first's.
+   */
+  private void sustainedPushPop() throws Exception {
+    int minutes = options.sustainedMinutes();
+    String q = queueName("sustained");
+    String[] names = Arrays.copyOf(partitionNames, SUSTAINED_PARTITIONS);
+    queen.queue(q).configure(c -> c.retention(Duration.ofDays(1)).completedRetention(Duration.ofSeconds(5)));
+    prime(queen.queue(q), names);
+    AtomicLong pushed = new AtomicLong();
+    AtomicLong acked = new AtomicLong();
+    AtomicLong lost = new AtomicLong();
+    AtomicLong empty = new AtomicLong();
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    ExecutorService pool = Executors.newFixedThreadPool(2 * THREADS);
+    List<Future<?>> futures = new ArrayList<>();
+    for (int t = 0; t < THREADS; t++) {
+      int index = t;
+      futures.add(pool.submit(() -> {
+        QueueClient queue = queen.queue(q);
+        SplittableRandom random = new SplittableRandom(5000 + index);
+        while (!stop.get()) {
+          int[] parts = pickDistinct(random, SUSTAINED_PARTITIONS, PARTITIONS_PER_BATCH);
+          List<PushItem> items = new ArrayList<>(BATCH);
+          for (int k = 0; k < BATCH; k++) {
+            items.add(PushItem.of(names[parts[k / (BATCH / PARTITIONS_PER_BATCH)]], Json.of(payloads.get(random.nextInt()))));
+          }
+          queue.push(items);
+          pushed.addAndGet(BATCH);
+        }
+        return null;
+      }));
+      futures.add(pool.submit(() -> {
+        Worker w = popThenAck(queen.queue(q).consumer().batch(BATCH).partitions(PARTITIONS_PER_BATCH), empty, lost);
+        while (!stop.get()) {
+          acked.addAndGet(w.step());
+        }
+        return null;
+      }));
+    }
+    say("  minute  pushed/s  consumed/s   backlog  messages MB  live tuples  dead tuples");
+    double[] pushRate = new double[minutes];
+    double[] ackRate = new double[minutes];
+    long t0 = System.nanoTime();
+    long lastPushed = 0;
+    long lastAcked = 0;
+    long lastT = t0;
+    try {
+      for (int m = 0; m < minutes; m++) {
+        long until = t0 + (m + 1) * 60_000_000_000L;
+        while (System.nanoTime() < until) {
+          for (Future<?> f : futures) {
+            if (f.isDone()) {
+              f.get(); // a worker failed: throw its failure
+            }
+          }
+          Thread.sleep(Math.max(1, Math.min(1000, (until - System.nanoTime()) / 1_000_000)));
+        }
+        long now = System.nanoTime();
+        long p = pushed.get();
+        long a = acked.get();
+        double secs = (now - lastT) / 1e9;
+        pushRate[m] = (p - lastPushed) / secs;
+        ackRate[m] = (a - lastAcked) / secs;
+        lastPushed = p;
+        lastAcked = a;
+        lastT = now;
+        long[] table = messageTable();
+        say(String.format(Locale.ROOT, "  %6d %9.0f %11.0f %9d %12.1f %12d %12d", m + 1, pushRate[m], ackRate[m], p - a,
+            table[0] / 1048576.0, table[2], table[1]));
+      }
+    } finally {
+      stop.set(true);
+      pool.shutdown();
+      pool.awaitTermination(1, TimeUnit.MINUTES);
+    }
+    for (Future<?> f : futures) {
+      f.get();
+    }
+    if (lost.get() > 0) {
+      say("  note: " + lost.get() + " acks not successful");
+    }
+    deleteQueue(q);
+    double ratio = ackRate[minutes - 1] / ackRate[0];
+    double pushRatio = pushRate[minutes - 1] / pushRate[0];
+    rows.add(new Row("sustained_push_pop", num(ackRate[minutes - 1], 0), num(ackRate[0], 0), "msgs/s", num(ratio, 3),
+        ">= 0.90", verdict(ratio >= 0.9), minutes + " min, " + THREADS + " producers + " + THREADS + " consumers,"
+        + " completedRetention 5 s; consumed/s in the last minute over the first; pushed/s ratio " + num(pushRatio, 3)));
+    lines.add("RATIO sustained_push_pop " + num(ratio, 3));
+    lines.add(figure("sustained_push_ratio", pushRatio, "ratio"));
+    for (int m = 0; m < minutes; m++) {
+      lines.add(figure("sustained_minute_" + (m + 1) + "_pushed_per_s", pushRate[m], "msgs/s"));
+      lines.add(figure("sustained_minute_" + (m + 1) + "_consumed_per_s", ackRate[m], "msgs/s"));
+    }
+  }
+
+  /** The size of {@code queen.messages} with its indexes (bytes), its dead and live tuples as the statistics count them. */
+  private long[] messageTable() throws SQLException {
+    try (Connection c = db.connection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select pg_total_relation_size('queen.messages'), coalesce(s.n_dead_tup, 0),"
+            + " coalesce(s.n_live_tup, 0) from (select 1) one left join pg_stat_user_tables s on s.schemaname = 'queen'"
+            + " and s.relname = 'messages'")) {
+      rs.next();
+      return new long[] {rs.getLong(1), rs.getLong(2), rs.getLong(3)};
+    }
   }
 
   // ------------------------------------------------------------------------------------------------------------- pop+ack
@@ -1177,12 +1485,13 @@ public final class QueenBenchmark {
   /** {@link ThroughputRunner#run}, with wait-event sampling when {@code --diagnose} is given. */
   private Result measure(String name, int threads, ThroughputRunner.WorkerFactory factory, Window window) throws Exception {
     WaitSampler sampler = WaitSampler.start(options.diagnose(), name, options.diagnose() ? db.connection() : null);
-    long before = options.diagnose() ? walPosition() : -1;
+    long before = walPosition();
     try {
       Result r = ThroughputRunner.run(name, threads, factory, window);
-      if (before >= 0 && r.total() > 0) {
-        say(String.format(Locale.ROOT, "  %s: %.0f WAL bytes per message (%d messages in all)", name,
-            (double) (walPosition() - before) / r.total(), r.total()));
+      lastWalPerMessage = r.total() > 0 ? (double) (walPosition() - before) / r.total() : 0;
+      if (options.diagnose() && r.total() > 0) {
+        say(String.format(Locale.ROOT, "  %s: %.0f WAL bytes per message (%d messages in all)", name, lastWalPerMessage,
+            r.total()));
       }
       return r;
     } finally {
@@ -1226,7 +1535,7 @@ public final class QueenBenchmark {
     return new Result[] {sumA, sumB};
   }
 
-  /** The server's WAL position in bytes, for {@code --diagnose}. */
+  /** The server's WAL position in bytes. */
   private long walPosition() throws SQLException {
     try (Connection c = db.connection(); Statement s = c.createStatement();
         ResultSet rs = s.executeQuery("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")) {
