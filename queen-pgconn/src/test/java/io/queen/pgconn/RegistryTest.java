@@ -46,6 +46,22 @@ class RegistryTest {
     queen.close();
   }
 
+  /**
+   * A sink stored but not yet started by a node that runs connectors reads {@code starting} there until that node's
+   * next re-read, not {@code disabled}; a disabled one reads {@code disabled}.
+   */
+  @Test
+  void aStoredSinkIsStartingUntilTheNodesNextReRead() {
+    try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
+        .connectorRefresh(java.time.Duration.ofMinutes(10)).start()) {
+      runner.connectors().put("later-sink", OK.replace("invoices", "later"));
+      runner.connectors().put("off-sink", OK.replace("\"kind\": \"sink\"", "\"kind\": \"sink\", \"enabled\": false"));
+      assertThat(runner.connectors().status("later-sink")).get().extracting(s -> s.phase()).isEqualTo("starting");
+      assertThat(runner.connectors().status("off-sink")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+      assertThat(queen.connectors().status("later-sink")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+    }
+  }
+
   @Test
   void putGetListDeleteRoundTrip() {
     queen.connectors().put("invoices-sink", OK);

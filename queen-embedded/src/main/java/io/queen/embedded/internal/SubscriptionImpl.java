@@ -985,9 +985,17 @@ final class SubscriptionImpl implements Subscription {
     queen.unregister(this);
     throttle.drainSuppressed().forEach((kind, n) -> LOG.warn("{} - {}: {} more event(s) of one kind were not logged in"
         + " the last minute ({})", queen.nodeId(), where, n, kind.substring(kind.indexOf('|') + 1)));
-    LOG.info("{} - stopped consuming {}: {} handled, {} acked, {} already done, {} failed, {} dead-lettered, {} lease(s)"
-        + " lost", queen.nodeId(), where, handled.get(), acked.get(), alreadyDone.get(), failed.get(),
-        deadLettered.get(), leaseLost.get());
+    if (owned != null) {
+      // a connector's loop: the connector acknowledges the batches it dead-letters or fails in its own transaction,
+      // so the loop's counts are not the messages' outcomes; the connector's status has those
+      LOG.info("{} - stopped consuming {}: {} delivery(ies) handed to its connector, {} acknowledged by the loop"
+          + " (the connector's status counts what it applied, skipped and dead-lettered)", queen.nodeId(), where,
+          handled.get(), acked.get());
+    } else {
+      LOG.info("{} - stopped consuming {}: {} handled, {} acked, {} already done, {} failed, {} dead-lettered, {}"
+          + " lease(s) lost", queen.nodeId(), where, handled.get(), acked.get(), alreadyDone.get(), failed.get(),
+          deadLettered.get(), leaseLost.get());
+    }
     if (interrupted) {
       Thread.currentThread().interrupt();
     }

@@ -208,9 +208,12 @@ final class Registry implements Connectors, ConnectorPlugin {
     if (f != null) {
       return Optional.of(f);
     }
+    // a stored sink this node has not started: "starting" until its next re-read when it would run it here,
+    // "disabled" when it is disabled or this node runs no connectors
     return get(name).map(d -> "source".equals(d.path("kind").asText())
         ? Source.observed(host, name, d.path("enabled").asBoolean(true))
-        : new ConnectorStatus(name, d.path("kind").asText("sink"), "disabled", null, null, Map.of(), null));
+        : new ConnectorStatus(name, d.path("kind").asText("sink"), d.path("enabled").asBoolean(true)
+            && host.runConnectors() ? "starting" : "disabled", null, null, Map.of(), null));
   }
 
   @Override
