@@ -65,8 +65,9 @@ class SlotInvalidatedIT {
         ConnectorStatus s = queen.connectors().status("kept-src").orElseThrow();
         assertThat(s.errorCode()).isEqualTo("slot_invalidated");
         assertThat(s.error()).contains("queen_kept_src").contains("resync");
-        Thread.sleep(1000); // a few retries: still an error, the slot is not recreated, nothing streamed
-        assertThat(queen.connectors().status("kept-src").orElseThrow().errorCode()).isEqualTo("slot_invalidated");
+        // over a few retries: still the same error, the slot is not recreated, nothing streamed
+        await().during(Duration.ofSeconds(1)).atMost(Duration.ofSeconds(5)).until(() ->
+            "slot_invalidated".equals(queen.connectors().status("kept-src").orElseThrow().errorCode()));
         assertThat(query(ds, "select wal_status from pg_replication_slots where slot_name = 'queen_kept_src'"))
             .containsExactly("lost");
         assertThat(read(queen, "check")).isEmpty(); // nothing streamed
