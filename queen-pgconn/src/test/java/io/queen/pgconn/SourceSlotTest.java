@@ -86,9 +86,9 @@ class SourceSlotTest {
     assertThat(s.errorCode()).isEqualTo("slot_lost");
     assertThat(s.error()).contains("resync");
     f.sql("insert into lost values (2, 'b')"); // lost with the slot: a resync cannot bring it back
-    Thread.sleep(1500); // several retries: the source never creates a slot by itself
-    assertThat(slots("queen_lost_src")).isZero();
-    assertThat(status(queen, "lost-src").errorCode()).isEqualTo("slot_lost");
+    // over several retries: the source never creates a slot by itself
+    await().during(Duration.ofMillis(1500)).atMost(Duration.ofSeconds(5)).until(() -> slots("queen_lost_src") == 0
+        && "slot_lost".equals(status(queen, "lost-src").errorCode()));
 
     assertThat(queen.connectors().resync("lost-src")).isTrue();
     awaitPhase(queen, "lost-src", "streaming", Duration.ofSeconds(20));
@@ -129,8 +129,9 @@ class SourceSlotTest {
     assertThat(status(queen, "ahead-src").errorCode()).isEqualTo("slot_ahead");
     assertThat(status(queen, "ahead-src").error()).contains("resync");
     f.sql("insert into ahead values (3, 'c')");
-    Thread.sleep(2000); // retried several times: still refused, nothing streamed
-    assertThat(status(queen, "ahead-src").errorCode()).isEqualTo("slot_ahead");
+    // retried several times: still refused, nothing streamed
+    await().during(Duration.ofSeconds(2)).atMost(Duration.ofSeconds(6)).until(() ->
+        "slot_ahead".equals(status(queen, "ahead-src").errorCode()));
     SourceFixture.Reader reader = new SourceFixture.Reader("check2");
     assertThat(reader.drain(queen, "ahead").total).isEqualTo(1);
   }
