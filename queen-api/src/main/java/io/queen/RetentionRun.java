@@ -8,5 +8,7 @@ package io.queen;
  * @param removed messages removed
  * @param lost of those, messages some group had not consumed yet ({@code allowDropPastCommitted}), counted once per
  *     group that lost them
+ * @param busy partitions with messages old enough to go that pushes held at every try of this pass (the janitor never
+ *     waits for a pusher; the next pass takes them)
  */
-public record RetentionRun(boolean ran, long partitions, long removed, long lost) {}
+public record RetentionRun(boolean ran, long partitions, long removed, long lost, long busy) {}

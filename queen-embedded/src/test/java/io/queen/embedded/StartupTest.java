@@ -82,6 +82,18 @@ class StartupTest {
   }
 
   @Test
+  void theMessageTableIsVacuumedWithoutCostPauses(DataSource ds) throws Exception {
+    // V24: retention's bulk deletes need a vacuum that keeps up (examples/BENCHMARKS.md, "sustained_push_pop")
+    try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("vac").start();
+        Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select array_to_string(reloptions, ',') from pg_class"
+            + " where oid = 'vac.messages'::regclass")) {
+      rs.next();
+      assertThat(rs.getString(1)).isEqualTo("autovacuum_vacuum_cost_delay=0");
+    }
+  }
+
+  @Test
   void schemaIsConfigurableAndIsolated(DataSource ds) {
     try (Queen a = EmbeddedQueen.builder().dataSource(ds).schema("tenant_a").start();
         Queen b = EmbeddedQueen.builder().dataSource(ds).schema("tenant_b").start()) {

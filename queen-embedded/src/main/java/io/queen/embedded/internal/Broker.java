@@ -1074,9 +1074,19 @@ public final class Broker {
     encryptedQueues.remove(queue);
   }
 
-  /** Deletes a queue and everything in it. */
+  /**
+   * Deletes a queue and everything in it. The queue row and then its partition rows (in id order) are locked first,
+   * as a push and the retention janitor take them, before any message row: without that, a retention step holding a
+   * partition while it deleted that partition's prefix and this delete holding the messages deadlocked (40P01), and
+   * under a janitor that keeps level with ingest every retry met the next step.
+   */
   public void deleteQueue(String queue) {
     Sql.inTransaction(ds, "delete queue", c -> {
+      try (PreparedStatement st = c.prepareStatement("select p.id from " + schema + ".partitions p where p.queue_id ="
+          + " (select q.id from " + schema + ".queues q where q.name = ? for update) order by p.id for update")) {
+        st.setString(1, queue);
+        st.executeQuery().close();
+      }
       try (PreparedStatement st = c.prepareStatement("delete from " + schema + ".messages where partition_id in"
           + " (select p.id from " + schema + ".partitions p join " + schema + ".queues q on q.id = p.queue_id"
           + " where q.name = ?)")) {

@@ -115,7 +115,9 @@ public final class QueenImpl implements Queen {
       q.metrics.bindListener(q.wakeups::connected);
       q.janitor.scheduleWithFixedDelay(q.groupWatch, 0, GroupWatch.PERIOD_MS, TimeUnit.MILLISECONDS);
       if (config.janitor()) {
-        q.janitor.scheduleWithFixedDelay(q.retention::runQuietly, RetentionJanitor.PERIOD_MS / 3,
+        // at a fixed rate: a pass that takes longer than the period (more to remove than the janitor's paced share
+        // of the server clears in one) is followed by the next at once, so removal keeps level with ingest
+        q.janitor.scheduleAtFixedRate(q.retention::runQuietly, RetentionJanitor.PERIOD_MS / 3,
             RetentionJanitor.PERIOD_MS, TimeUnit.MILLISECONDS);
       }
       q.startConnectors();

@@ -23,9 +23,11 @@ import org.slf4j.LoggerFactory;
  * {@code retention_step} (V15) in auto-commit until it removes less than a batch: one partition, at most
  * {@link #BATCH} messages, one short transaction each. The step takes the retention advisory lock itself, so one
  * node at a time removes messages; when another node holds it the pass ends at once. It never waits for a pusher
- * (the partition row is taken {@code SKIP LOCKED}; a busy partition is visited on the next pass), and after each
- * step that removed something it rests as long as the step took, so a large backlog is removed at about half the
- * speed the server could, leaving the other half to push and pop.
+ * (the partition row is taken {@code SKIP LOCKED}): a partition a push held is tried again after the walk, in rounds
+ * after the pauses of {@link #BUSY_PAUSES_MS}, and what is still held then waits for the next pass. After
+ * each step that removed something it rests twice as long as the step took, so a large backlog is removed at about a
+ * third of the speed one backend could, leaving the rest to push and pop. Passes start every {@link #PERIOD_MS} at a
+ * fixed rate: when a pass takes longer (ingest outruns one period's paced share), the next starts right after it.
  *
  * <p>At the end of a pass the queue's retention state (oldest kept message, the group holding it) is written to
  * {@code retention_state}, read by {@code status()} and the gauges. Losses under {@code allowDropPastCommitted}
@@ -38,6 +40,11 @@ final class RetentionJanitor {
   static final long PERIOD_MS = 30_000;
   /** Messages per step (one transaction). */
   static final int BATCH = 500;
+  /**
+   * The pauses before each round of tries, after the walk, on partitions a push held when the walk came by (a push
+   * holds its partition rows through its commit: a few ms, more while the disk is slow to flush).
+   */
+  static final long[] BUSY_PAUSES_MS = {20, 50, 100};
   /** Partitions per page of the walk. */
   static final int PAGE = 1_000;
   /** The longest rest after one step (see {@link #rest}). */
@@ -52,8 +59,15 @@ final class RetentionJanitor {
   private final String stepSql;
   private final String stateSql;
   private final ReentrantLock passLock = new ReentrantLock();
+  private final long[] busyPausesMs;
 
   RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics) {
+    this(node, ds, schema, metrics, BUSY_PAUSES_MS);
+  }
+
+  /** With other pauses before the rounds on busy partitions (tests). */
+  RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, long[] busyPausesMs) {
+    this.busyPausesMs = busyPausesMs.clone();
     this.node = node;
     this.ds = ds;
     this.metrics = metrics;
@@ -119,15 +133,23 @@ final class RetentionJanitor {
     }
   }
 
+  /** What a pass has done so far. */
+  private static final class Pass {
+    long removed;
+    long lostTotal;
+    long visited;
+    final Map<Long, Oldest> oldest = new HashMap<>();
+    final Map<String, Lost> lost = new LinkedHashMap<>();
+  }
+
+  /** How {@link #drain} left a partition. */
+  private enum Drained { DONE, BUSY, NOT_OURS }
+
   private RetentionRun pass() {
     long after = 0;
-    long removed = 0;
-    long lostTotal = 0;
-    long visited = 0;
     boolean ran = true;
-    Map<Long, Oldest> oldest = new HashMap<>();
-    Map<Long, String> names = new HashMap<>();
-    Map<String, Lost> lost = new LinkedHashMap<>();
+    Pass pass = new Pass();
+    List<Object[]> busy = new ArrayList<>();
     walk:
     while (true) {
       List<Object[]> page = readPage(after);
@@ -138,46 +160,44 @@ final class RetentionJanitor {
         long pid = (Long) r[0];
         long qid = (Long) r[1];
         after = pid;
-        names.put(qid, (String) r[2]);
-        Oldest o = oldest.computeIfAbsent(qid, k -> new Oldest());
+        Oldest o = pass.oldest.computeIfAbsent(qid, k -> new Oldest());
         if (!Boolean.TRUE.equals(r[6])) {
           o.offer((Timestamp) r[5], (String) r[3], (Long) r[4], null);
           continue;
         }
-        visited++;
-        while (true) {
-          long t0 = System.nanoTime();
-          Step s = step(pid);
-          rest(s.removed, System.nanoTime() - t0);
-          if (s.skipped != null) {
-            if (s.skipped.equals("lock")) {
-              ran = false;
-              break walk;
-            }
-            o.offer((Timestamp) r[5], (String) r[3], (Long) r[4], null);
-            break;
-          }
-          removed += s.removed;
-          if (s.removed > 0) {
-            metrics.retentionRemoved((String) r[2], s.removed);
-          }
-          for (int i = 0; s.lostGroups != null && i < s.lostGroups.length; i++) {
-            Lost l = lost.computeIfAbsent(r[2] + "\u0000" + s.lostGroups[i], k -> new Lost());
-            l.messages += s.lostCounts[i];
-            l.partitions++;
-            l.lastPartition = (String) r[3];
-            l.lastUpTo = s.lostTo;
-            lostTotal += s.lostCounts[i];
-            metrics.retentionLost((String) r[2], s.lostGroups[i], s.lostCounts[i]);
-          }
-          if (s.removed < BATCH || s.firstAt == null) {
-            o.offer(s.firstAt, (String) r[3], s.firstOffset, s.heldBy);
-            break;
-          }
+        pass.visited++;
+        Drained d = drain(r, pass);
+        if (d == Drained.NOT_OURS) {
+          ran = false;
+          break walk;
+        }
+        if (d == Drained.BUSY) {
+          busy.add(r);
         }
       }
     }
-    for (Map.Entry<String, Lost> e : lost.entrySet()) {
+    // partitions a push held when the walk came by: a few more tries after short pauses (a push holds its partition
+    // rows for one transaction, a few ms), so under steady pushing the janitor does not leave a busy partition's
+    // backlog for the next pass (with 4 pushers holding 10 of 100 partitions each, most partitions were left so)
+    for (int round = 0; ran && round < busyPausesMs.length && !busy.isEmpty(); round++) {
+      pause(busyPausesMs[round]);
+      List<Object[]> still = new ArrayList<>();
+      for (Object[] r : busy) {
+        Drained d = drain(r, pass);
+        if (d == Drained.NOT_OURS) {
+          ran = false;
+          break;
+        }
+        if (d == Drained.BUSY) {
+          still.add(r);
+        }
+      }
+      busy = still;
+    }
+    for (Object[] r : busy) {
+      pass.oldest.get((Long) r[1]).offer((Timestamp) r[5], (String) r[3], (Long) r[4], null);
+    }
+    for (Map.Entry<String, Lost> e : pass.lost.entrySet()) {
       String[] qg = e.getKey().split("\u0000", 2);
       Lost l = e.getValue();
       LOG.warn("{} - retention removed {} message(s) of queue '{}' that group '{}' had not consumed"
@@ -185,12 +205,58 @@ final class RetentionJanitor {
           + " the oldest kept message", node, l.messages, qg[0], qg[1], l.partitions, l.lastPartition, l.lastUpTo);
     }
     if (ran) {
-      writeState(oldest);
+      writeState(pass.oldest);
     }
-    if (removed > 0) {
-      LOG.debug("{} - retention removed {} message(s) from {} partition(s)", node, removed, visited);
+    if (pass.removed > 0) {
+      LOG.debug("{} - retention removed {} message(s) from {} partition(s); {} busy partition(s) left for the next pass",
+          node, pass.removed, pass.visited, busy.size());
     }
-    return new RetentionRun(ran, visited, removed, lostTotal);
+    return new RetentionRun(ran, pass.visited, pass.removed, pass.lostTotal, ran ? busy.size() : 0);
+  }
+
+  /**
+   * Runs steps on one partition of a page row until it removes less than a batch. {@code BUSY} when a push held the
+   * partition row at some step (what that step would have removed is still there), {@code NOT_OURS} when another
+   * node runs retention.
+   */
+  private Drained drain(Object[] r, Pass pass) {
+    long pid = (Long) r[0];
+    String queue = (String) r[2];
+    String partition = (String) r[3];
+    Oldest o = pass.oldest.get((Long) r[1]);
+    while (true) {
+      long t0 = System.nanoTime();
+      Step s = step(pid);
+      rest(s.removed, System.nanoTime() - t0);
+      if (s.skipped != null) {
+        return s.skipped.equals("lock") ? Drained.NOT_OURS : Drained.BUSY;
+      }
+      pass.removed += s.removed;
+      if (s.removed > 0) {
+        metrics.retentionRemoved(queue, s.removed);
+      }
+      for (int i = 0; s.lostGroups != null && i < s.lostGroups.length; i++) {
+        Lost l = pass.lost.computeIfAbsent(queue + "\u0000" + s.lostGroups[i], k -> new Lost());
+        l.messages += s.lostCounts[i];
+        l.partitions++;
+        l.lastPartition = partition;
+        l.lastUpTo = s.lostTo;
+        pass.lostTotal += s.lostCounts[i];
+        metrics.retentionLost(queue, s.lostGroups[i], s.lostCounts[i]);
+      }
+      if (s.removed < BATCH || s.firstAt == null) {
+        o.offer(s.firstAt, partition, s.firstOffset, s.heldBy);
+        return Drained.DONE;
+      }
+    }
+  }
+
+  private static void pause(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   /**

@@ -1,0 +1,11 @@
+-- Autovacuum of the message table without cost-based pauses (issue 11, "throughput that stays flat").
+--
+-- With retention removing consumed messages at ingest rate (12,000-15,000 messages/s in sustained_push_pop), the
+-- dead tuples of `messages` arrive in bulk, and autovacuum's default throttling (cost limit 200 per 2 ms pause)
+-- scanned its heap at about 4,500 pages/s: one pass over a 1 GB table took about a minute, the worker was busy with
+-- it while `cursors` (100 live rows) gathered 300,000 dead versions, and the table grew to 1.35 GB. Without the
+-- pauses a pass took about 7 s and the table stayed level at 750-830 MB (examples/BENCHMARKS.md,
+-- "sustained_push_pop"). Only this table: its vacuum is the one that scales with the traffic. An operator who wants
+-- the server-wide setting back: `alter table <schema>.messages reset (autovacuum_vacuum_cost_delay)` (later
+-- migrations never set it again).
+alter table ${schema}.messages set (autovacuum_vacuum_cost_delay = 0);
