@@ -14,14 +14,22 @@ import io.queen.SubscriptionMode;
 import io.queen.Transaction;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -54,6 +62,12 @@ class NewPartitionsPushTest {
     return PushItem.to(q, partition, Map.of("n", n)).transactionId(txn);
   }
 
+  /** Creates the queue, then group "g" on it (a pop does not create a missing queue), before any partition exists. */
+  private void groupFirst(String q) {
+    queen.queue(q).configure(c -> c.leaseTime(java.time.Duration.ofSeconds(30)));
+    assertThat(queen.queue(q).group("g").subscription(SubscriptionMode.ALL).pop()).isEmpty();
+  }
+
   private Map<String, Long> nextOffsets(String queue) throws Exception {
     Map<String, Long> out = new HashMap<>();
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
@@ -77,8 +91,13 @@ class NewPartitionsPushTest {
         "select p.prosrc from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
             + " where n.nspname = 'newparts' and p.proname = 'push'")) {
       assertThat(rs.next()).isTrue();
-      assertThat(rs.getString(1)).contains("v_preset").contains("payload_type");
+      assertThat(rs.getString(1)).contains("v_preset").contains("payload_type").contains("v_created");
       assertThat(rs.next()).as("one push function").isFalse();
+    }
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+        "select name from newparts.schema_version where version = 23")) {
+      assertThat(rs.next()).isTrue();
+      assertThat(rs.getString(1)).isEqualTo("V23__push_created_partitions.sql");
     }
   }
 
@@ -86,7 +105,7 @@ class NewPartitionsPushTest {
   void newPartitionsTakeOffsetsFromZeroSkipDuplicatesAndTheNextPushAppends() throws Exception {
     String q = "np-open";
     // a group first, so the new partitions get cursors in the same call
-    assertThat(queen.queue(q).group("g").subscription(SubscriptionMode.ALL).pop()).isEmpty();
+    groupFirst(q);
     Transaction tx = queen.transaction();
     tx.push(item(q, "a", "t1", 0)).push(item(q, "b", "t2", 1)).push(item(q, "a", "t3", 2))
         .push(item(q, "a", "t1", 3)).push(item(q, "c", "t4", 4)).push(item(q, "c", "t5", 5)).push(item(q, "c", "t6", 6));
@@ -131,5 +150,210 @@ class NewPartitionsPushTest {
         .isInstanceOf(QueueFullException.class);
     assertThat(nextOffsets(q)).doesNotContainKey("z");
     assertThat(queen.status().queue(q).messages()).isEqualTo(3);
+  }
+
+  /**
+   * Partitions created by the push that stores their first items (not locked again, no transaction-id probes against
+   * the log): a transaction id repeated within the batch is a duplicate of its first item, and the same ids in a
+   * second push are duplicates with the first push's message ids and offsets, while new ids append after them.
+   */
+  @Test
+  void createdPartitionsDeduplicateWithinTheBatchAndAgainstTheNextPush() throws Exception {
+    String q = "np-dedup";
+    groupFirst(q);
+    List<PushItem> first = new ArrayList<>();
+    for (int i = 0; i < 300; i++) {
+      // 100 partitions, 3 items each; every third item repeats the transaction id of its partition's first item
+      int p = i % 100;
+      int k = i / 100;
+      first.add(item(q, "p" + p, k == 2 ? "t" + p + "-0" : "t" + p + "-" + k, i));
+    }
+    List<PushResult> r1 = queen.queue(q).push(first);
+    for (int i = 0; i < 300; i++) {
+      PushResult r = r1.get(i);
+      int p = i % 100;
+      int k = i / 100;
+      if (k == 2) {
+        assertThat(r.status()).as("item %d", i).isEqualTo(PushStatus.DUPLICATE);
+        assertThat(r.messageId()).isEqualTo(r1.get(p).messageId());
+        assertThat(r.offset()).isEqualTo(0L);
+      } else {
+        assertThat(r.status()).as("item %d", i).isEqualTo(PushStatus.QUEUED);
+        assertThat(r.offset()).isEqualTo((long) k);
+      }
+    }
+    Map<String, Long> expected = new HashMap<>();
+    for (int p = 0; p < 100; p++) {
+      expected.put("p" + p, 2L);
+    }
+    assertThat(nextOffsets(q)).containsExactlyInAnyOrderEntriesOf(expected);
+
+    // the same transaction ids again, then a new one per partition: duplicates of the first push, then offset 2
+    List<PushItem> second = new ArrayList<>();
+    for (int p = 0; p < 100; p++) {
+      second.add(item(q, "p" + p, "t" + p + "-1", 1000 + p));
+      second.add(item(q, "p" + p, "t" + p + "-9", 2000 + p));
+      second.add(item(q, "p" + p, "t" + p + "-0", 3000 + p));
+    }
+    List<PushResult> r2 = queen.queue(q).push(second);
+    for (int p = 0; p < 100; p++) {
+      assertThat(r2.get(3 * p)).extracting(PushResult::status, PushResult::messageId, PushResult::offset)
+          .containsExactly(PushStatus.DUPLICATE, r1.get(100 + p).messageId(), 1L);
+      assertThat(r2.get(3 * p + 1)).extracting(PushResult::status, PushResult::offset).containsExactly(PushStatus.QUEUED, 2L);
+      assertThat(r2.get(3 * p + 2)).extracting(PushResult::status, PushResult::messageId, PushResult::offset)
+          .containsExactly(PushStatus.DUPLICATE, r1.get(p).messageId(), 0L);
+      expected.put("p" + p, 3L);
+    }
+    assertThat(nextOffsets(q)).containsExactlyInAnyOrderEntriesOf(expected);
+    assertOffsetsGapless(q, 3, 100);
+    assertThat(pendingCursors(q, "g")).isEqualTo(100);
+  }
+
+  /**
+   * Two pushes creating the same new partitions at once, on two connections: the second waits on the first's rows,
+   * finds them committed, and appends after their items; with a group, every partition gets its one cursor.
+   */
+  @Test
+  void concurrentPushesCreatingTheSamePartitionsKeepOffsetsGapless(TestDatabase db) throws Exception {
+    String q = "np-race";
+    groupFirst(q);
+    int rounds = 8;
+    int partitions = 150;
+    for (int round = 0; round < rounds; round++) {
+      CyclicBarrier barrier = new CyclicBarrier(2);
+      List<CompletableFuture<List<PushResult>>> pushes = new ArrayList<>();
+      for (int t = 0; t < 2; t++) {
+        List<PushItem> items = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) {
+          // both threads name every partition of the round, in opposite orders, two items each
+          int pp = t == 0 ? p : partitions - 1 - p;
+          items.add(item(q, "r" + round + "-" + pp, "t" + t + "-" + round + "-" + pp + "-a", p));
+          items.add(item(q, "r" + round + "-" + pp, "t" + t + "-" + round + "-" + pp + "-b", p));
+        }
+        pushes.add(CompletableFuture.supplyAsync(() -> {
+          try {
+            barrier.await(10, TimeUnit.SECONDS);
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+          return queen.queue(q).push(items);
+        }));
+      }
+      for (CompletableFuture<List<PushResult>> f : pushes) {
+        assertThat(f.get(30, TimeUnit.SECONDS)).extracting(PushResult::status).containsOnly(PushStatus.QUEUED);
+      }
+    }
+
+    // and deterministically: one push holds its new partitions uncommitted while the other waits on them
+    List<String> names = new ArrayList<>();
+    for (int p = 0; p < 50; p++) {
+      names.add("held-" + p);
+    }
+    try (Connection a = db.connection()) {
+      a.setAutoCommit(false);
+      String[] qs = new String[50];
+      String[] txns = new String[50];
+      String[] payloads = new String[50];
+      for (int p = 0; p < 50; p++) {
+        qs[p] = q;
+        txns[p] = "held-a-" + p;
+        payloads[p] = "{\"n\": " + p + "}";
+      }
+      try (PreparedStatement st = a.prepareStatement("select count(*) from newparts.push(?::text[], ?::text[],"
+          + " ?::text[]::jsonb[], ?::text[], ?::text[])")) {
+        st.setArray(1, a.createArrayOf("text", qs));
+        st.setArray(2, a.createArrayOf("text", names.toArray()));
+        st.setArray(3, a.createArrayOf("text", payloads));
+        st.setArray(4, a.createArrayOf("text", txns));
+        st.setArray(5, a.createArrayOf("text", new String[50]));
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          assertThat(rs.getInt(1)).isEqualTo(50);
+        }
+      }
+      List<PushItem> items = new ArrayList<>();
+      for (int p = 0; p < 60; p++) {
+        // the 50 partitions the other transaction holds, and 10 of its own
+        items.add(item(q, p < 50 ? "held-" + p : "own-" + p, "held-b-" + p, p));
+      }
+      CompletableFuture<List<PushResult>> waiting = CompletableFuture.supplyAsync(() -> queen.queue(q).push(items));
+      Awaitility.await().atMost(10, TimeUnit.SECONDS).until(() -> waitersOnALock(db) > 0);
+      assertThat(waiting).isNotDone();
+      a.commit();
+      List<PushResult> got = waiting.get(30, TimeUnit.SECONDS);
+      for (int p = 0; p < 60; p++) {
+        assertThat(got.get(p)).extracting(PushResult::status, PushResult::offset)
+            .containsExactly(PushStatus.QUEUED, p < 50 ? 1L : 0L);
+      }
+    }
+
+    Map<String, Long> next = nextOffsets(q);
+    assertThat(next).hasSize(rounds * partitions + 60);
+    for (int round = 0; round < rounds; round++) {
+      for (int p = 0; p < partitions; p++) {
+        assertThat(next).containsEntry("r" + round + "-" + p, 4L);
+      }
+    }
+    assertOffsetsGapless(q, -1, rounds * partitions + 60);
+    // every message exactly once: each transaction id of the rounds stored once, in its partition
+    Set<String> txns = new HashSet<>();
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+        "select m.transaction_id, p.name from newparts.messages m join newparts.partitions p on p.id = m.partition_id"
+            + " join newparts.queues qq on qq.id = p.queue_id where qq.name = '" + q + "'")) {
+      while (rs.next()) {
+        assertThat(txns.add(rs.getString(1))).as("stored once: %s", rs.getString(1)).isTrue();
+        String t = rs.getString(1);
+        if (t.startsWith("t")) {
+          String[] parts = t.split("-");
+          assertThat(rs.getString(2)).isEqualTo("r" + parts[1] + "-" + parts[2]);
+        }
+      }
+    }
+    assertThat(txns).hasSize(rounds * partitions * 4 + 50 + 60);
+    assertThat(pendingCursors(q, "g")).isEqualTo(rounds * partitions + 60);
+  }
+
+  private static int waitersOnALock(TestDatabase db) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+        "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'")) {
+      rs.next();
+      return rs.getInt(1);
+    }
+  }
+
+  /** Every partition of the queue holds offsets 0..next_offset-1, each once ({@code perPartition} of them when >= 0). */
+  private void assertOffsetsGapless(String queue, int perPartition, int partitions) throws Exception {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+        "select p.name, p.next_offset, count(m.\"offset\"), count(distinct m.\"offset\"), min(m.\"offset\"), max(m.\"offset\")"
+            + " from newparts.partitions p join newparts.queues q on q.id = p.queue_id"
+            + " left join newparts.messages m on m.partition_id = p.id where q.name = '" + queue + "' group by p.id")) {
+      int seen = 0;
+      while (rs.next()) {
+        seen++;
+        String name = rs.getString(1);
+        long next = rs.getLong(2);
+        assertThat(rs.getLong(3)).as("messages of %s", name).isEqualTo(next);
+        assertThat(rs.getLong(4)).as("distinct offsets of %s", name).isEqualTo(next);
+        assertThat(rs.getLong(5)).as("first offset of %s", name).isZero();
+        assertThat(rs.getLong(6)).as("last offset of %s", name).isEqualTo(next - 1);
+        if (perPartition >= 0) {
+          assertThat(next).as("next offset of %s", name).isEqualTo(perPartition);
+        }
+      }
+      assertThat(seen).isEqualTo(partitions);
+    }
+  }
+
+  /** The group's cursors on the queue with has_pending set; every partition has exactly one cursor of the group. */
+  private int pendingCursors(String queue, String group) throws Exception {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+        "select count(distinct p.id), count(c.partition_id), count(*) filter (where c.has_pending)"
+            + " from newparts.partitions p join newparts.queues q on q.id = p.queue_id"
+            + " left join newparts.cursors c on c.partition_id = p.id and c.group_name = '" + group + "'"
+            + " where q.name = '" + queue + "'")) {
+      rs.next();
+      assertThat(rs.getInt(2)).as("one cursor per partition").isEqualTo(rs.getInt(1));
+      return rs.getInt(3);
+    }
   }
 }
