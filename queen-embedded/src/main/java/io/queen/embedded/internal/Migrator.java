@@ -28,7 +28,8 @@ public final class Migrator {
       "V9__payload_limits.sql", "V10__dead_letter_notice.sql", "V11__node_liveness.sql", "V13__push_ids.sql",
       "V14__group_expiry.sql", "V15__retention.sql", "V16__push_new_partitions.sql", "V17__payload_types.sql",
       "V18__connector_attempts.sql", "V19__push_new_partitions_typed.sql", "V21__pop_typed_columns.sql",
-      "V22__ack_settled_batches.sql", "V23__push_created_partitions.sql", "V24__messages_vacuum.sql");
+      "V22__ack_settled_batches.sql", "V23__push_created_partitions.sql", "V24__messages_vacuum.sql",
+      "V25__partitions_queue_check.sql");
   private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
 
   private Migrator() {}
