@@ -42,7 +42,8 @@ class RetentionBusyTest {
       }
     }
     try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
-        "update queen.messages set created_at = created_at - interval '2 days'")) {
+        "update queen.messages m set created_at = m.created_at - interval '2 days' from queen.partitions p"
+            + " join queen.queues q on q.id = p.queue_id where m.partition_id = p.id and q.name = 'q'")) {
       st.executeUpdate();
     }
   }
@@ -112,6 +113,43 @@ class RetentionBusyTest {
       assertThat(run.removed()).isEqualTo(3_600);
       assertThat(run.busy()).isZero();
       assertThat(count(ds, "a")).isZero();
+    }
+  }
+
+  /**
+   * A queue with many partitions of one old message each (a source connector's shape: a partition per row key) is
+   * cleaned in chunks, one transaction for up to 100 partitions; partitions with more than a chunk's share, and one a
+   * push holds, are handled as before.
+   */
+  @Test
+  void manyPartitionsOfOneOldMessageEachAreRemovedInChunks(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).start()) {
+      queen.queue("wide").configure(c -> c.completedRetention(Duration.ofSeconds(1)));
+      List<io.queen.PushItem> items = new ArrayList<>();
+      for (int i = 0; i < 1_000; i++) {
+        items.add(io.queen.PushItem.to("wide", "k" + i, Map.of("i", i)));
+      }
+      for (int i = 0; i < 300; i++) {
+        items.add(io.queen.PushItem.to("wide", "k7", Map.of("more", i))); // one partition with 301 messages
+      }
+      queen.queue("wide").push(items);
+      try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
+          "update queen.messages m set created_at = m.created_at - interval '1 hour' from queen.partitions p"
+              + " join queen.queues q on q.id = p.queue_id where m.partition_id = p.id and q.name = 'wide'")) {
+        st.executeUpdate();
+      }
+      RetentionRun run;
+      try (Connection held = hold(ds, "k500")) {
+        run = queen.runRetentionNow();
+        held.rollback();
+      }
+      assertThat(run.partitions()).isEqualTo(1_000);
+      assertThat(run.removed()).isEqualTo(1_300 - 1);
+      assertThat(run.busy()).isEqualTo(1);
+      assertThat(count(ds, "k7")).isZero();
+      assertThat(count(ds, "k500")).isEqualTo(1);
+      assertThat(queen.runRetentionNow().removed()).isEqualTo(1);
+      assertThat(count(ds, "k500")).isZero();
     }
   }
 
