@@ -51,7 +51,7 @@ class RegistryTest {
    * next re-read, not {@code disabled}; a disabled one reads {@code disabled}.
    */
   @Test
-  void aStoredSinkIsStartingUntilTheNodesNextReRead() {
+  void aStoredConnectorIsStartingUntilTheNodesNextReRead() {
     try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
         .connectorRefresh(java.time.Duration.ofMinutes(10)).start()) {
       runner.connectors().put("later-sink", OK.replace("invoices", "later"));
@@ -59,6 +59,14 @@ class RegistryTest {
       assertThat(runner.connectors().status("later-sink")).get().extracting(s -> s.phase()).isEqualTo("starting");
       assertThat(runner.connectors().status("off-sink")).get().extracting(s -> s.phase()).isEqualTo("disabled");
       assertThat(queen.connectors().status("later-sink")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+      // the same for a source (no node holds its lease yet)
+      runner.connectors().put("later-src", """
+          {"kind": "source", "source": {"tables": [{"table": "public.later_src", "queue": "later-src"}]}}""");
+      runner.connectors().put("off-src", """
+          {"kind": "source", "enabled": false, "source": {"tables": [{"table": "public.off_src", "queue": "off-src"}]}}""");
+      assertThat(runner.connectors().status("later-src")).get().extracting(s -> s.phase()).isEqualTo("starting");
+      assertThat(runner.connectors().status("off-src")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+      assertThat(queen.connectors().status("later-src")).get().extracting(s -> s.phase()).isEqualTo("disabled");
     }
   }
 

@@ -153,7 +153,12 @@ public final class Source {
     }
     lastProgress = Instant.now();
     SnapshotHook h = hook;
-    phase = h != null && !h.done() ? "snapshot" : "streaming";
+    String next = h != null && !h.done() ? "snapshot" : "streaming";
+    if ("snapshot".equals(phase) && "streaming".equals(next)) {
+      LOG.info("{} - source '{}': snapshot done ({} row(s) pushed by this node), streaming", host.nodeId(),
+          spec.name(), snapshotRows.get());
+    }
+    phase = next;
   }
 
   /**
@@ -176,7 +181,8 @@ public final class Source {
     } catch (RuntimeException e) {
       // Queen's database unavailable: nothing more to tell
     }
-    String phase = enabled && leaseNode != null ? "standby" : "disabled";
+    // held by another node: standby; stored, enabled, on a node that runs connectors but has not read it yet: starting
+    String phase = !enabled ? "disabled" : leaseNode != null ? "standby" : host.runConnectors() ? "starting" : "disabled";
     return new ConnectorStatus(name, "source", phase, null, null, Map.of(), null,
         pointer == null ? null : pointer.path("lsn").asText(null), leaseNode, expires, pointer);
   }
