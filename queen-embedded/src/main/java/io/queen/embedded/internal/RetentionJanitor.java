@@ -152,6 +152,13 @@ final class RetentionJanitor {
     final Map<String, Lost> lost = new LinkedHashMap<>();
   }
 
+  /**
+   * A partition of a queue with retention as the walk reads it: its first kept message ({@code firstAt} null when it
+   * holds none), whether that message is old enough to look at, and whether its queue allows dropping past committed.
+   */
+  private record PageRow(long pid, long qid, String queue, String partition, long firstOffset, Timestamp firstAt,
+      boolean eligible, boolean dropping) {}
+
   /** How {@link #drain} left a partition. */
   private enum Drained { DONE, BUSY, NOT_OURS }
 
@@ -159,25 +166,23 @@ final class RetentionJanitor {
     long after = 0;
     boolean ran = true;
     Pass pass = new Pass();
-    List<Object[]> busy = new ArrayList<>();
-    List<Object[]> chunk = new ArrayList<>(CHUNK_PARTITIONS);
+    List<PageRow> busy = new ArrayList<>();
+    List<PageRow> chunk = new ArrayList<>(CHUNK_PARTITIONS);
     walk:
     while (true) {
-      List<Object[]> page = readPage(after);
+      List<PageRow> page = readPage(after);
       if (page.isEmpty()) {
         break;
       }
-      for (Object[] r : page) {
-        long pid = (Long) r[0];
-        long qid = (Long) r[1];
-        after = pid;
-        Oldest o = pass.oldest.computeIfAbsent(qid, k -> new Oldest());
-        if (!Boolean.TRUE.equals(r[6])) {
-          o.offer((Timestamp) r[5], (String) r[3], (Long) r[4], null);
+      for (PageRow r : page) {
+        after = r.pid();
+        Oldest o = pass.oldest.computeIfAbsent(r.qid(), k -> new Oldest());
+        if (!r.eligible()) {
+          o.offer(r.firstAt(), r.partition(), r.firstOffset(), null);
           continue;
         }
         pass.visited++;
-        if (!(Boolean) r[7]) {
+        if (!r.dropping()) {
           chunk.add(r);
           if (chunk.size() == CHUNK_PARTITIONS && !chunk(chunk, pass, busy)) {
             ran = false;
@@ -203,8 +208,8 @@ final class RetentionJanitor {
     // backlog for the next pass (with 4 pushers holding 10 of 100 partitions each, most partitions were left so)
     for (int round = 0; ran && round < busyPausesMs.length && !busy.isEmpty(); round++) {
       pause(busyPausesMs[round]);
-      List<Object[]> still = new ArrayList<>();
-      for (Object[] r : busy) {
+      List<PageRow> still = new ArrayList<>();
+      for (PageRow r : busy) {
         Drained d = drain(r, pass);
         if (d == Drained.NOT_OURS) {
           ran = false;
@@ -216,8 +221,8 @@ final class RetentionJanitor {
       }
       busy = still;
     }
-    for (Object[] r : busy) {
-      pass.oldest.get((Long) r[1]).offer((Timestamp) r[5], (String) r[3], (Long) r[4], null);
+    for (PageRow r : busy) {
+      pass.oldest.get(r.qid()).offer(r.firstAt(), r.partition(), r.firstOffset(), null);
     }
     for (Map.Entry<String, Lost> e : pass.lost.entrySet()) {
       String[] qg = e.getKey().split("\u0000", 2);
@@ -241,11 +246,10 @@ final class RetentionJanitor {
    * partition row at some step (what that step would have removed is still there), {@code NOT_OURS} when another
    * node runs retention.
    */
-  private Drained drain(Object[] r, Pass pass) {
-    long pid = (Long) r[0];
+  private Drained drain(PageRow r, Pass pass) {
     while (true) {
       long t0 = System.nanoTime();
-      Step s = step(pid);
+      Step s = step(r.pid());
       rest(s.removed, System.nanoTime() - t0);
       if (s.skipped != null) {
         return s.skipped.equals("lock") ? Drained.NOT_OURS : Drained.BUSY;
@@ -263,20 +267,16 @@ final class RetentionJanitor {
    * own transaction and commit even when it held one old message: a source connector's queue (one partition per row
    * key) was cleaned at about 25 partitions a second. Clears {@code rows}; false when another node runs retention.
    */
-  private boolean chunk(List<Object[]> rows, Pass pass, List<Object[]> busy) {
-    long[] pids = new long[rows.size()];
+  private boolean chunk(List<PageRow> rows, Pass pass, List<PageRow> busy) {
+    Long[] pids = new Long[rows.size()];
     for (int i = 0; i < pids.length; i++) {
-      pids[i] = (Long) rows.get(i)[0];
+      pids[i] = rows.get(i).pid();
     }
     long t0 = System.nanoTime();
     List<Step> steps = Sql.autoCommit(ds, "retention chunk", c -> {
       List<Step> out = new ArrayList<>(pids.length);
       try (PreparedStatement st = c.prepareStatement(chunkSql)) {
-        Long[] boxed = new Long[pids.length];
-        for (int i = 0; i < pids.length; i++) {
-          boxed[i] = pids[i];
-        }
-        st.setArray(1, c.createArrayOf("bigint", boxed));
+        st.setArray(1, c.createArrayOf("bigint", pids));
         try (ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
             out.add(readStep(rs));
@@ -290,10 +290,10 @@ final class RetentionJanitor {
       removed += s.removed;
     }
     rest(removed, System.nanoTime() - t0);
-    List<Object[]> more = new ArrayList<>();
+    List<PageRow> more = new ArrayList<>();
     for (int i = 0; i < steps.size(); i++) {
       Step s = steps.get(i);
-      Object[] r = rows.get(i);
+      PageRow r = rows.get(i);
       if (s.skipped != null) {
         if (s.skipped.equals("lock")) {
           rows.clear();
@@ -305,7 +305,7 @@ final class RetentionJanitor {
       }
     }
     rows.clear();
-    for (Object[] r : more) {
+    for (PageRow r : more) {
       Drained d = drain(r, pass);
       if (d == Drained.NOT_OURS) {
         return false;
@@ -321,9 +321,9 @@ final class RetentionJanitor {
    * Counts what one step on page row {@code r} did; true when the partition is done for this pass (the step removed
    * less than its {@code batch}, or nothing old is left).
    */
-  private boolean account(Object[] r, Step s, int batch, Pass pass) {
-    String queue = (String) r[2];
-    String partition = (String) r[3];
+  private boolean account(PageRow r, Step s, int batch, Pass pass) {
+    String queue = r.queue();
+    String partition = r.partition();
     pass.removed += s.removed;
     if (s.removed > 0) {
       metrics.retentionRemoved(queue, s.removed);
@@ -338,7 +338,7 @@ final class RetentionJanitor {
       metrics.retentionLost(queue, s.lostGroups[i], s.lostCounts[i]);
     }
     if (s.removed < batch || s.firstAt == null) {
-      pass.oldest.get((Long) r[1]).offer(s.firstAt, partition, s.firstOffset, s.heldBy);
+      pass.oldest.get(r.qid()).offer(s.firstAt, partition, s.firstOffset, s.heldBy);
       return true;
     }
     return false;
@@ -370,16 +370,15 @@ final class RetentionJanitor {
     }
   }
 
-  private List<Object[]> readPage(long after) {
+  private List<PageRow> readPage(long after) {
     return Sql.autoCommit(ds, "retention page", c -> {
-      List<Object[]> rows = new ArrayList<>();
+      List<PageRow> rows = new ArrayList<>();
       try (PreparedStatement st = c.prepareStatement(pageSql)) {
         st.setLong(1, after);
         try (ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
-            Object eligible = rs.getObject(7);
-            rows.add(new Object[] {rs.getLong(1), rs.getLong(2), rs.getString(3), rs.getString(4), rs.getLong(5),
-                rs.getTimestamp(6), eligible, rs.getBoolean(8)});
+            rows.add(new PageRow(rs.getLong(1), rs.getLong(2), rs.getString(3), rs.getString(4), rs.getLong(5),
+                rs.getTimestamp(6), Boolean.TRUE.equals(rs.getObject(7)), rs.getBoolean(8)));
           }
         }
       }
