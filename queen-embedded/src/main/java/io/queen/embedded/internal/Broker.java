@@ -58,6 +58,12 @@ public final class Broker {
   private final String pushSql;
   private final String pushFastSql;
   private final String popSql;
+  /**
+   * Where this node's last pop of each queue and group stopped (its last partition id): the next pop starts after
+   * it and wraps around, so every pending partition gets its turn (V27).
+   */
+  private final java.util.concurrent.ConcurrentHashMap<String, Long> popPositions =
+      new java.util.concurrent.ConcurrentHashMap<>();
   private final String ackSql;
   private final String renewSql;
   private final String releaseSql;
@@ -114,7 +120,7 @@ public final class Broker {
     // pop returns the type, version and key id (V17) with the rows since V21
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
-        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
@@ -638,7 +644,15 @@ public final class Broker {
         st.setString(8, r.mode());
         st.setTimestamp(9, r.from() == null ? null : Timestamp.from(r.from()));
         st.setBoolean(10, r.autoAck());
+        String position = r.partition() == null ? r.queue() + '\u0000' + r.group() : null;
+        Long after = position == null ? null : popPositions.get(position);
+        if (after == null) {
+          st.setNull(11, Types.BIGINT);
+        } else {
+          st.setLong(11, after);
+        }
         List<Popped> out = new ArrayList<>();
+        long last = -1;
         try (ResultSet rs = st.executeQuery()) {
           reportDeadLetters(st);
           while (rs.next()) {
@@ -666,7 +680,11 @@ public final class Broker {
                 payload != null ? payload : NullNode.getInstance(), rs.getTimestamp(8).toInstant(), r.group(),
                 rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper(), rs.getString(11), rs.getInt(12), types),
                 error, missingKey));
+            last = rs.getLong(2);
           }
+        }
+        if (position != null && last >= 0) {
+          popPositions.put(position, last);
         }
         return out;
       }
