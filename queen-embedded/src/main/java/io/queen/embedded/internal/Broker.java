@@ -33,6 +33,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -60,10 +61,9 @@ public final class Broker {
   private final String popSql;
   /**
    * Where this node's last pop of each queue and group stopped (its last partition id): the next pop starts after
-   * it and wraps around, so every pending partition gets its turn (V27).
+   * it and wraps around, so every ready partition gets its turn (V27).
    */
-  private final java.util.concurrent.ConcurrentHashMap<String, Long> popPositions =
-      new java.util.concurrent.ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, Long> popPositions = new ConcurrentHashMap<>();
   private final String ackSql;
   private final String renewSql;
   private final String releaseSql;
