@@ -29,8 +29,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The common push (existing partitions, unbounded queues, generated transaction ids, {@code push_fast}): gapless offsets
- * as reported under concurrent pushes that share partitions, and the cursor flag a consumer cleared set again.
+ * The common push (existing partitions, unbounded queues, generated transaction ids; {@code push_fast}, and
+ * {@code push_partition} for a batch into one partition): gapless offsets as reported under concurrent pushes that
+ * share partitions, the cursor flag a consumer cleared set again, and the one-partition path writing nothing where the
+ * full push must decide.
  */
 @QueenPostgres
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
@@ -127,6 +129,128 @@ class PushOffsetsTest {
       assertThat(stored).isEqualTo(reported);
     } finally {
       pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void concurrentPushesIntoOnePartitionGetGaplessOffsetsInItemOrder() throws Exception {
+    // every push names one partition, so each goes through push_partition: its update takes the row lock and the
+    // offsets together, and a push that waited for the lock must start where the one before it ended
+    String q = "one-partition";
+    queen.queue(q).partition("hot").push(Map.of("seed", 0));
+    int threads = 8;
+    int pushes = 60;
+    ExecutorService pool = Executors.newFixedThreadPool(threads);
+    List<Future<List<PushResult>>> futures = new ArrayList<>();
+    try {
+      for (int t = 0; t < threads; t++) {
+        int index = t;
+        futures.add(pool.submit(() -> {
+          SplittableRandom random = new SplittableRandom(100 + index);
+          List<PushResult> mine = new ArrayList<>();
+          for (int i = 0; i < pushes; i++) {
+            int size = random.nextInt(3) == 0 ? 1 + random.nextInt(7) : 1; // mostly single messages, some batches
+            List<PushItem> items = new ArrayList<>();
+            for (int k = 0; k < size; k++) {
+              items.add(PushItem.of("hot", Map.of("t", index, "i", i, "k", k)));
+            }
+            List<PushResult> got = queen.queue(q).push(items);
+            for (int k = 1; k < got.size(); k++) {
+              assertThat(got.get(k).offset()).as("a batch's items in order").isEqualTo(got.get(k - 1).offset() + 1);
+            }
+            mine.addAll(got);
+          }
+          return mine;
+        }));
+      }
+      Map<UUID, Long> reported = new HashMap<>();
+      for (Future<List<PushResult>> f : futures) {
+        for (PushResult r : f.get()) {
+          assertThat(r.status()).isEqualTo(PushStatus.QUEUED);
+          assertThat(reported.put(r.messageId(), r.offset())).isNull();
+        }
+      }
+      Map<UUID, Long> stored = new HashMap<>();
+      long expected = 0;
+      try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select m.\"offset\", m.id,"
+          + " m.transaction_id from queen.messages m join queen.partitions p on p.id = m.partition_id join queen.queues qq"
+          + " on qq.id = p.queue_id where qq.name = ? order by m.\"offset\"")) {
+        st.setString(1, q);
+        try (ResultSet r = st.executeQuery()) {
+          while (r.next()) {
+            assertThat(r.getLong(1)).as("gapless offsets").isEqualTo(expected++);
+            UUID id = r.getObject(2, UUID.class);
+            assertThat(r.getString(3)).as("the generated transaction id").isEqualTo(id.toString());
+            stored.put(id, r.getLong(1));
+          }
+        }
+      }
+      assertThat(expected).isEqualTo(1 + reported.size());
+      assertThat(nextOffset(q, "hot")).isEqualTo(expected);
+      stored.keySet().retainAll(reported.keySet()); // without the seed
+      assertThat(stored).isEqualTo(reported);
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void theOnePartitionPathWritesNothingWhereTheFullPushMustDecide() throws Exception {
+    queen.queue("pp-open").partition("a").push(Map.of("n", 0));
+    queen.queue("pp-bounded").configure(c -> c.maxSize(5));
+    queen.queue("pp-bounded").partition("a").push(Map.of("n", 0));
+    try (Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement()) {
+      // an encrypted queue (this node never looked at it: only the function's own check is involved)
+      st.execute("insert into queen.queues(name, encryption) values ('pp-sealed', true)");
+      st.execute("insert into queen.partitions(queue_id, name) select id, 'a' from queen.queues where name = 'pp-sealed'");
+    }
+    long before = messageCount();
+    assertThat(pushPartition("pp-open", "missing", null)).as("a missing partition").isNull();
+    assertThat(pushPartition("nope", "a", null)).as("a missing queue").isNull();
+    assertThat(pushPartition("pp-bounded", "a", null)).as("a bounded queue").isNull();
+    assertThat(pushPartition("pp-sealed", "a", null)).as("a plain payload to an encrypted queue").isNull();
+    assertThat(messageCount()).isEqualTo(before);
+    assertThat(nextOffset("pp-open", "a")).isEqualTo(1);
+    assertThat(nextOffset("pp-bounded", "a")).isEqualTo(1);
+    assertThat(nextOffset("pp-sealed", "a")).isZero();
+    // sealed, it goes in; and the open queue's push lands at the next offset
+    assertThat(pushPartition("pp-sealed", "a", "k1")).isEqualTo(0L);
+    assertThat(pushPartition("pp-open", "a", null)).isEqualTo(1L);
+    assertThat(messageCount()).isEqualTo(before + 2);
+    try (Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement()) {
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> st.executeQuery("select * from queen.push_partition("
+          + "'pp-open', 'a', array[gen_random_uuid()], array['{}'::jsonb, '{}'::jsonb], array[null::text], array['t'])"))
+          .isInstanceOf(SQLException.class)
+          .hasMessageContaining("argument arrays are empty or differ in length")
+          .satisfies(e -> assertThat(((SQLException) e).getSQLState()).isEqualTo("22023"));
+    }
+    assertThat(nextOffset("pp-open", "a")).isEqualTo(2);
+    // through the API the full push decides: maxSize refuses, a new partition is created
+    queen.queue("pp-open").partition("new").push(Map.of("n", 1));
+    assertThat(nextOffset("pp-open", "new")).isEqualTo(1);
+  }
+
+  /** One push_partition call of one plain (or, with a key id, sealed) message; its first offset, or null. */
+  private Long pushPartition(String q, String p, String keyId) throws SQLException {
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select partition_id, first_offset"
+        + " from queen.push_partition(?, ?, array[gen_random_uuid()], array['{\"n\": 1}'::jsonb], array[null::text],"
+        + " array[gen_random_uuid()::text], null, null, ?::text[])")) {
+      st.setString(1, q);
+      st.setString(2, p);
+      st.setString(3, keyId == null ? null : "{" + keyId + "}");
+      try (ResultSet r = st.executeQuery()) {
+        r.next();
+        long first = r.getLong(2);
+        return r.wasNull() ? null : first;
+      }
+    }
+  }
+
+  private long messageCount() throws SQLException {
+    try (Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement();
+        ResultSet r = st.executeQuery("select count(*) from queen.messages")) {
+      r.next();
+      return r.getLong(1);
     }
   }
 

@@ -74,7 +74,7 @@ class StartupTest {
           "shrink_lease")) {
         assertThat(config.get(f)).as(f).isEqualTo("enable_seqscan=off");
       }
-      for (String f : List.of("push_fast", "ack", "pop")) {
+      for (String f : List.of("push_fast", "push_partition", "ack", "pop")) {
         assertThat(config.get(f)).as(f)
             .isEqualTo("enable_seqscan=off,plan_cache_mode=force_generic_plan,enable_hashjoin=off,enable_mergejoin=off");
       }

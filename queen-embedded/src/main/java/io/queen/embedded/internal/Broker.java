@@ -58,6 +58,7 @@ public final class Broker {
   private final Metrics metrics;
   private final String pushSql;
   private final String pushFastSql;
+  private final String pushPartitionSql;
   private final String popSql;
   /**
    * Where this node's last pop of each queue and group stopped (its last partition id): the next pop starts after
@@ -117,6 +118,8 @@ public final class Broker {
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
         + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[],"
         + " ?::text[], ?::int4[], ?::text[])";
+    this.pushPartitionSql = "select partition_id, first_offset from " + this.schema
+        + ".push_partition(?, ?, ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[], ?::text[], ?::int4[], ?::text[])";
     // pop returns the type, version and key id (V17) with the rows since V21
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
@@ -395,8 +398,8 @@ public final class Broker {
 
   /**
    * The common push (existing partitions, unbounded queues, only generated transaction ids, first try)
-   * through {@code push_fast}: items grouped by partition here, offsets = the partition's first offset +
-   * the item's rank; the ids made in {@link #prepare} are stored as they are (fresh, so no de-duplication
+   * through {@code push_fast} ({@code push_partition} when every item names the same partition): items grouped
+   * by partition here, offsets = the partition's first offset + the item's rank; the ids made in {@link #prepare} are stored as they are (fresh, so no de-duplication
    * is needed). Returns {@code null}, having changed nothing, when the batch needs the full push.
    */
   private List<PushResult> pushFast(Connection c, Prepared p) throws SQLException {
@@ -423,6 +426,9 @@ public final class Broker {
       pairCount.set(k, itemRank[i] + 1);
     }
     int m = pairQueues.size();
+    if (m == 1) {
+      return pushPartition(c, p);
+    }
     long[] first = new long[m + 1];
     int rows = 0;
     try (PreparedStatement st = c.prepareStatement(pushFastSql)) {
@@ -452,6 +458,36 @@ public final class Broker {
     for (int i = 0; i < n; i++) {
       out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, ids[i], first[itemPair[i]] + itemRank[i],
           p.txnIds[i]));
+    }
+    return out;
+  }
+
+  /**
+   * {@link #pushFast} for a batch into one partition, through {@code push_partition} (V28): one update finds the
+   * partition, locks it and moves its {@code next_offset}, the items go in at the returned first offset + their
+   * position. Returns {@code null}, having changed nothing, when the batch needs the full push.
+   */
+  private List<PushResult> pushPartition(Connection c, Prepared p) throws SQLException {
+    long first;
+    try (PreparedStatement st = c.prepareStatement(pushPartitionSql)) {
+      st.setString(1, p.queues[0]);
+      st.setString(2, p.partitions[0]);
+      st.setArray(3, c.createArrayOf("uuid", p.ids));
+      st.setArray(4, c.createArrayOf("text", p.payloads));
+      st.setArray(5, c.createArrayOf("text", p.traceIds));
+      st.setArray(6, c.createArrayOf("text", p.txnIds));
+      bindTyped(c, st, 7, p);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        first = rs.getLong(2);
+        if (rs.wasNull()) {
+          return null; // nothing was written: the partition or queue is missing, the queue is bounded, or a payload is plain
+        }
+      }
+    }
+    List<PushResult> out = new ArrayList<>(p.queues.length);
+    for (int i = 0; i < p.queues.length; i++) {
+      out.add(new PushResult(i, p.queues[i], p.partitions[i], PushStatus.QUEUED, p.ids[i], first + i, p.txnIds[i]));
     }
     return out;
   }
