@@ -56,6 +56,8 @@ public final class Broker {
   private final String node;
   private final Wakeups wakeups;
   private final Metrics metrics;
+  /** Pushes into one partition from several threads, combined while the partition is busy. */
+  private final PartitionLanes lanes;
   private final String pushSql;
   private final String pushFastSql;
   private final String pushPartitionSql;
@@ -108,6 +110,7 @@ public final class Broker {
     this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
     this.metrics = metrics;
+    this.lanes = new PartitionLanes(metrics);
     this.schema = Sql.quoteIdent(schema);
     this.codec = codec;
     this.node = node;
@@ -176,12 +179,14 @@ public final class Broker {
     Prepared p = prepare(items, defaultQueue, null);
     List<PushResult> res;
     try {
-      res = pushRetrying(p);
+      res = p.onePartition() && p.queues.length <= PartitionLanes.MAX_ITEMS
+          ? lanes.push(p, merged -> pushRetrying(merged, false), one -> pushRetrying(one, true))
+          : pushRetrying(p, true);
     } catch (StaleEncryptionView e) {
       // a queue was switched to encryption after this node read its options: nothing was stored; seal and push again
       p = prepare(items, defaultQueue, null);
       try {
-        res = pushRetrying(p);
+        res = pushRetrying(p, true);
       } catch (StaleEncryptionView again) {
         throw new io.queen.EncryptionException(again.queue, "queue '" + again.queue + "' refused a plain payload twice"
             + " although its options were read again: nothing was pushed; push again");
@@ -192,7 +197,12 @@ public final class Broker {
     return res;
   }
 
-  private List<PushResult> pushRetrying(Prepared p) {
+  /**
+   * Pushes with retries (see {@link #push(List, String)}). With {@code full} false the first try takes the common path
+   * only and returns {@code null}, having stored nothing, when the items need the full push (a combined batch of
+   * several calls, which then push alone).
+   */
+  private List<PushResult> pushRetrying(Prepared p, boolean full) {
     long firstFailure = 0;
     boolean uncertain = false; // an earlier try may have committed
     for (int attempt = 0; ; attempt++) {
@@ -214,7 +224,7 @@ public final class Broker {
           return res;
         }
         List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
-        return fast != null ? fast : push(c, p, false);
+        return fast != null || !full ? fast : push(c, p, false);
       } catch (SQLException e) {
         boolean lost = sent && Sql.isConnectionLoss(e);
         uncertain |= lost;
@@ -379,10 +389,64 @@ public final class Broker {
    * A push's arrays, in request order: every item has a message id made here and a transaction id (the
    * caller's, or the text of the message id); {@code callerIds} when any item brought its own.
    */
-  private record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
+  record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
       UUID[] ids, boolean callerIds, List<PushItem> items, String[] types, Integer[] versions, String[] keyIds) {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
+    }
+
+    /** Whether every item names the same queue and partition (and none brings its own transaction id). */
+    boolean onePartition() {
+      for (int i = 1; i < queues.length; i++) {
+        if (!queues[i].equals(queues[0]) || !partitions[i].equals(partitions[0])) {
+          return false;
+        }
+      }
+      return !callerIds;
+    }
+
+    /** The items of several prepared pushes as one, in order. */
+    static Prepared concat(List<Prepared> parts) {
+      int n = 0;
+      boolean typed = false;
+      boolean sealed = false;
+      for (Prepared p : parts) {
+        n += p.queues.length;
+        typed |= p.types != null;
+        sealed |= p.keyIds != null;
+      }
+      String[] qs = new String[n];
+      String[] ps = new String[n];
+      String[] pl = new String[n];
+      String[] tx = new String[n];
+      String[] tr = new String[n];
+      UUID[] ids = new UUID[n];
+      String[] ty = typed ? new String[n] : null;
+      Integer[] ve = typed ? new Integer[n] : null;
+      String[] kid = sealed ? new String[n] : null;
+      List<PushItem> items = new ArrayList<>(n);
+      boolean callerIds = false;
+      int at = 0;
+      for (Prepared p : parts) {
+        int k = p.queues.length;
+        System.arraycopy(p.queues, 0, qs, at, k);
+        System.arraycopy(p.partitions, 0, ps, at, k);
+        System.arraycopy(p.payloads, 0, pl, at, k);
+        System.arraycopy(p.txnIds, 0, tx, at, k);
+        System.arraycopy(p.traceIds, 0, tr, at, k);
+        System.arraycopy(p.ids, 0, ids, at, k);
+        if (p.types != null) {
+          System.arraycopy(p.types, 0, ty, at, k);
+          System.arraycopy(p.versions, 0, ve, at, k);
+        }
+        if (p.keyIds != null) {
+          System.arraycopy(p.keyIds, 0, kid, at, k);
+        }
+        items.addAll(p.items);
+        callerIds |= p.callerIds;
+        at += k;
+      }
+      return new Prepared(qs, ps, pl, tx, tr, ids, callerIds, items, ty, ve, kid);
     }
 
     /** The items with their queue, partition and transaction id filled in, for a retry by the caller. */
@@ -399,8 +463,9 @@ public final class Broker {
   /**
    * The common push (existing partitions, unbounded queues, only generated transaction ids, first try)
    * through {@code push_fast} ({@code push_partition} when every item names the same partition): items grouped
-   * by partition here, offsets = the partition's first offset + the item's rank; the ids made in {@link #prepare} are stored as they are (fresh, so no de-duplication
-   * is needed). Returns {@code null}, having changed nothing, when the batch needs the full push.
+   * by partition here, offsets = the partition's first offset + the item's rank; the ids made in {@link #prepare}
+   * are stored as they are (fresh, so no de-duplication is needed). Returns {@code null}, having changed nothing,
+   * when the batch needs the full push.
    */
   private List<PushResult> pushFast(Connection c, Prepared p) throws SQLException {
     int n = p.queues.length;

@@ -49,6 +49,9 @@ public interface Metrics {
    */
   default void markerStatement(boolean applied) {}
 
+  /** {@code calls} pushes into one partition of {@code queue} went as one combined transaction. */
+  default void pushesCombined(String queue, int calls) {}
+
   /** A group's lag figures, read every {@link GroupWatch#PERIOD_MS} on every node. */
   default void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {}
 

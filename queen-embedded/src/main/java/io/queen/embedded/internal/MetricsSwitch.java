@@ -79,6 +79,11 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public void pushesCombined(String queue, int calls) {
+    delegate.pushesCombined(queue, calls);
+  }
+
+  @Override
   public void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {
     delegate.groupLag(queue, group, lag, pendingAgeSeconds, alert);
   }

@@ -52,6 +52,11 @@ final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void pushesCombined(String queue, int calls) {
+    counter("queen.pushes.combined", queue, null).increment(calls);
+  }
+
+  @Override
   public void pushed(List<PushResult> results) {
     for (PushResult r : results) {
       if (r.status() == PushStatus.QUEUED) {
