@@ -19,7 +19,8 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Pops that match the work: one claimer per subscription pops for its idle workers, so a push wakes one
- * pop, not one per worker; and a node ignores its own notifications (its waiters were woken at the commit).
+ * pop, not one per worker; a node ignores its own notifications (its waiters were woken at the commit); and a node
+ * alone sends none, until another node says hello.
  */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -93,6 +94,38 @@ class WakeupTest {
       }
       await().atMost(Duration.ofSeconds(5)).until(() -> ai.wakeups().ownNotificationsIgnored() >= 1);
       assertThat(((QueenImpl) b).wakeups().ownNotificationsIgnored()).isZero();
+    }
+  }
+  @Test
+  void aNodeAloneSendsNoNotificationsUntilAnotherNodeSaysHello(DataSource ds) {
+    String schema = "alone";
+    try (Queen a = EmbeddedQueen.builder().dataSource(ds).schema(schema).nodeId("solo").start()) {
+      QueenImpl ai = (QueenImpl) a;
+      // the first heartbeat sees no other node; the node's own hello went out at start
+      await().atMost(Duration.ofSeconds(10)).until(() -> !ai.wakeups().othersAlive() && ai.wakeups().notificationsSent() >= 1);
+      long sent = ai.wakeups().notificationsSent();
+      for (int i = 0; i < 20; i++) {
+        a.queue("alone-q").partition("p").push(Map.of("n", i));
+      }
+      assertThat(ai.wakeups().notificationsSent()).as("no NOTIFY while alone").isEqualTo(sent);
+
+      AtomicInteger got = new AtomicInteger();
+      try (Queen b = EmbeddedQueen.builder().dataSource(ds).schema(schema).nodeId("second")
+          .pollInterval(Duration.ofSeconds(30)).start();
+          Subscription s = b.queue("alone-q").consumer().batch(100).consume(m -> got.incrementAndGet())) {
+        // b's hello (or a's next heartbeat) tells a that someone listens
+        await().atMost(Duration.ofSeconds(5)).until(() -> ai.wakeups().othersAlive());
+        await().atMost(Duration.ofSeconds(10)).until(() -> got.get() == 20);
+        for (int i = 20; i < 23; i++) {
+          a.queue("alone-q").partition("p").push(Map.of("n", i));
+          int want = i + 1;
+          // b polls every 30 s: only a's notification can wake it this fast
+          await().atMost(Duration.ofSeconds(5)).until(() -> got.get() == want);
+        }
+        assertThat(ai.wakeups().notificationsSent()).isGreaterThan(sent);
+      }
+      // b removed its row on close: a's next heartbeat sees it alone again
+      await().atMost(Duration.ofSeconds(10)).until(() -> !ai.wakeups().othersAlive());
     }
   }
 }

@@ -52,6 +52,8 @@ public final class Liveness {
   private volatile boolean takenOver;
   private volatile Thread thread;
   private volatile long beats;
+  /** Told after each beat whether another node of the schema is alive. */
+  private volatile java.util.function.Consumer<Boolean> othersAlive = alive -> { };
 
   Liveness(DataSource ds, String quotedSchema, String node, Duration sessionTimeout, Duration interval) {
     this.ds = ds;
@@ -160,6 +162,11 @@ public final class Liveness {
     }
   }
 
+  /** Where each beat reports whether another node of the schema is alive (a stale row does not count). */
+  void onOthersAlive(java.util.function.Consumer<Boolean> listener) {
+    this.othersAlive = listener;
+  }
+
   /** Starts the heartbeat thread. */
   void start(Wakeups.ThreadFactory threads) {
     running = true;
@@ -225,11 +232,16 @@ public final class Liveness {
   private void beat(Connection c) throws SQLException {
     try (PreparedStatement st = c.prepareStatement("update " + s + ".nodes set heartbeat_at = clock_timestamp(),"
         + " dead_after = clock_timestamp() + session_timeout_ms * interval '1 millisecond'"
-        + " where node_id = ? and incarnation = ?")) {
+        + " where node_id = ? and incarnation = ? returning exists (select 1 from " + s + ".nodes o"
+        + " where o.node_id <> ? and o.dead_after > clock_timestamp())")) {
       st.setString(1, node);
       st.setObject(2, incarnation);
-      if (st.executeUpdate() == 1) {
-        return;
+      st.setString(3, node);
+      try (java.sql.ResultSet rs = st.executeQuery()) {
+        if (rs.next()) {
+          othersAlive.accept(rs.getBoolean(1));
+          return;
+        }
       }
     }
     // the row is gone (removed by hand) or belongs to another incarnation (this process was taken for dead)

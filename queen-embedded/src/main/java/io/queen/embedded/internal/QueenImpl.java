@@ -103,6 +103,7 @@ public final class QueenImpl implements Queen {
       QueenImpl q = new QueenImpl(config, ds, own);
       started = q;
       q.liveness.register(); // refuses an id a live node holds; takes over a dead one's leases
+      q.liveness.onOthersAlive(q.wakeups::othersAlive);
       q.liveness.start((role, r) -> q.newDaemon(role, r));
       if (config.listen()) {
         q.wakeups.startListener();

@@ -39,6 +39,8 @@ public final class Wakeups implements AutoCloseable {
   private final ReentrantLock notifyLock = new ReentrantLock();
   private final Condition notifyNeeded = notifyLock.newCondition();
   private volatile Thread notifier;
+  /** Whether another live node may listen: from the last heartbeat, or a notification another node sent since. */
+  private volatile boolean othersAlive = true;
   private volatile long notifications;
   private volatile long ownNotifications;
 
@@ -62,11 +64,29 @@ public final class Wakeups implements AutoCloseable {
     t.start();
   }
 
-  /** Starts the notifier thread, which tells other nodes about committed pushes. */
+  /**
+   * Starts the notifier thread, which tells other nodes about committed pushes. Its first notification is this
+   * node's hello (an empty queue name): a node that believed itself alone hears it and notifies again at once, without
+   * waiting for its next heartbeat to see the new node's row.
+   */
   public void startNotifier() {
     Thread t = threads.newThread("notifier", this::notifyLoop);
     notifier = t;
+    toNotify.add("");
     t.start();
+  }
+
+  /**
+   * What the heartbeat saw: whether another node of this schema is alive. While none is, pushes send no NOTIFY (a node
+   * that starts says hello on the channel, and the heartbeat sees its row within one interval).
+   */
+  public void othersAlive(boolean alive) {
+    othersAlive = alive;
+  }
+
+  /** Whether this node currently notifies other nodes of its pushes. */
+  public boolean othersAlive() {
+    return othersAlive;
   }
 
   /**
@@ -74,8 +94,8 @@ public final class Wakeups implements AutoCloseable {
    * arrive while a notification is being sent are coalesced into the next one (one per queue).
    */
   public void notifyOthers(java.util.Set<String> queues) {
-    if (notifier == null || queues.isEmpty()) {
-      return;
+    if (notifier == null || queues.isEmpty() || !othersAlive) {
+      return; // (no other live node: nobody to tell)
     }
     toNotify.addAll(queues);
     notifyLock.lock();
@@ -150,9 +170,12 @@ public final class Wakeups implements AutoCloseable {
     if (bar < 0) {
       wake(payload);
     } else if (!payload.regionMatches(bar + 1, node, 0, node.length()) || payload.length() != bar + 1 + node.length()) {
-      wake(payload.substring(0, bar));
-    } else {
-      ownNotifications++;
+      othersAlive = true; // another node is there (a hello, or a push of its own)
+      if (bar > 0) {
+        wake(payload.substring(0, bar));
+      }
+    } else if (bar > 0) {
+      ownNotifications++; // (its own hello is not counted: it names no queue)
     }
   }
 
