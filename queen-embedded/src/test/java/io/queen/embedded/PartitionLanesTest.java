@@ -1,6 +1,7 @@
 package io.queen.embedded;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.PushItem;
@@ -15,6 +16,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -64,7 +66,7 @@ class PartitionLanesTest {
   void callsWaitingForABusyPartitionGoInOneTransaction() throws Exception {
     String q = "lanes-one";
     queen.queue(q).partition("p").push(Map.of("seq", -1));
-    ExecutorService pool = Executors.newFixedThreadPool(6);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
     try (Connection locker = ds.getConnection(); Connection admin = ds.getConnection()) {
       locker.setAutoCommit(false);
       try (PreparedStatement st = locker.prepareStatement("select p.id from queen.partitions p join queen.queues qq"
@@ -75,15 +77,27 @@ class PartitionLanesTest {
       // the first push goes to the database and waits for the row; the next five wait in the node
       Future<List<PushResult>> first = pool.submit(() -> queen.queue(q).partition("p").pushAll(List.of(Map.of("seq", 0))));
       awaitLockWaiters(admin, 1);
-      List<Future<List<PushResult>>> rest = new ArrayList<>();
+      List<CompletableFuture<List<PushResult>>> rest = new ArrayList<>();
+      List<Thread> waiting = new ArrayList<>();
       for (int t = 1; t <= 5; t++) {
         List<Object> items = new ArrayList<>();
         for (int k = 0; k < t; k++) {
           items.add(Map.of("seq", t * 10 + k));
         }
-        rest.add(pool.submit(() -> queen.queue(q).partition("p").pushAll(items)));
+        CompletableFuture<List<PushResult>> f = new CompletableFuture<>();
+        Thread th = new Thread(() -> {
+          try {
+            f.complete(queen.queue(q).partition("p").pushAll(items));
+          } catch (RuntimeException e) {
+            f.completeExceptionally(e);
+          }
+        }, "lanes-waiter-" + t);
+        th.start();
+        rest.add(f);
+        waiting.add(th);
       }
-      Thread.sleep(300);
+      // parked on the partition's lane in the JVM
+      await().atMost(Duration.ofSeconds(10)).until(() -> waiting.stream().allMatch(th -> th.getState() == Thread.State.WAITING));
       assertThat(lockWaiters(admin)).as("the five wait in the node, not in the database").isEqualTo(1);
       locker.commit();
 
@@ -267,12 +281,8 @@ class PartitionLanesTest {
     }
   }
 
-  private static void awaitLockWaiters(Connection admin, int n) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (lockWaiters(admin) < n) {
-      assertThat(System.nanoTime()).as("a push waiting for the row").isLessThan(deadline);
-      Thread.sleep(10);
-    }
+  private static void awaitLockWaiters(Connection admin, int n) {
+    await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(10)).until(() -> lockWaiters(admin) >= n);
   }
 
   private static int lockWaiters(Connection admin) throws SQLException {

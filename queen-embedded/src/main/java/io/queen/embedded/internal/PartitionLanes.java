@@ -163,12 +163,16 @@ final class PartitionLanes {
       return;
     }
     metrics.pushesCombined(round.get(0).prepared.queues()[0], round.size());
+    PushResult[] byIndex = new PushResult[all.size()];
+    for (PushResult r : all) {
+      byIndex[r.index()] = r;
+    }
     int from = 0;
     for (Call c : round) {
       int n = c.prepared.queues().length;
       List<PushResult> mine = new ArrayList<>(n);
       for (int i = 0; i < n; i++) {
-        PushResult r = all.get(from + i);
+        PushResult r = byIndex[from + i];
         mine.add(new PushResult(i, r.queue(), r.partition(), r.status(), r.messageId(), r.offset(), r.transactionId()));
       }
       c.outcome = mine;
