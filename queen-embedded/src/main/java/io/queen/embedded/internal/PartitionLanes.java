@@ -44,7 +44,8 @@ final class PartitionLanes {
   /** A call waiting for its items to be pushed: its outcome is a result list, an exception, or {@link #ALONE}. */
   private static final class Call {
     final Broker.Prepared prepared;
-    Object outcome;
+    /** Set by the thread that pushed the call (a waiter may look before that thread takes the lane's lock). */
+    volatile Object outcome;
 
     Call(Broker.Prepared prepared) {
       this.prepared = prepared;
