@@ -31,7 +31,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
@@ -180,31 +179,12 @@ class PartitionLanesTest {
     queen.queue(q).partition("p").push(Map.of("seq", -1));
     int threads = 8;
     int calls = 150;
-    AtomicBoolean done = new AtomicBoolean();
-    AtomicInteger kills = new AtomicInteger();
     AtomicInteger gaveUp = new AtomicInteger();
-    Thread killer = new Thread(() -> {
-      String sql = "select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database()"
-          + " and pid <> pg_backend_pid() and query like '%.push%' and state = 'active'";
-      try (Connection k = ds.getConnection(); PreparedStatement st = k.prepareStatement(sql)) {
-        while (!done.get() && kills.get() < 80) { // enough to hit every step of a push; more only makes the test slow
-          try (ResultSet rs = st.executeQuery()) {
-            while (rs.next()) {
-              if (rs.getBoolean(1)) {
-                kills.incrementAndGet();
-              }
-            }
-          }
-          Thread.sleep(ThreadLocalRandom.current().nextInt(2, 20));
-        }
-      } catch (SQLException | InterruptedException e) {
-        throw new IllegalStateException(e);
-      }
-    }, "lanes-killer");
     Map<Integer, PushResult> reported = new ConcurrentHashMap<>();
     ExecutorService pool = Executors.newFixedThreadPool(threads);
     List<Future<?>> fs = new ArrayList<>();
-    killer.start();
+    // running pushes only; 80 shots hit every step of a push, more only make the test slow
+    PushKiller killer = new PushKiller(ds, "lanes-killer", 0, 2, 20, 80);
     try {
       for (int t = 0; t < threads; t++) {
         int index = t;
@@ -244,14 +224,13 @@ class PartitionLanesTest {
         f.get(150, TimeUnit.SECONDS);
       }
     } finally {
-      done.set(true);
-      killer.join(10_000);
+      killer.close();
       pool.shutdownNow();
     }
     double combined = registry.get("queen.pushes.combined").tag("queue", q).counter().count();
     System.out.printf("lanes chaos: %d items, %d calls, %.0f of them combined, %d backends terminated, %d calls gave up%n",
-        reported.size(), threads * calls, combined, kills.get(), gaveUp.get());
-    assertThat(kills.get()).as("the killer hit something").isPositive();
+        reported.size(), threads * calls, combined, killer.kills(), gaveUp.get());
+    assertThat(killer.kills()).as("the killer hit something").isPositive();
     assertThat(combined).as("calls went combined").isPositive();
     Map<Integer, long[]> bySeq = new HashMap<>();
     Map<UUID, long[]> rows = storedRows(q);
@@ -325,25 +304,8 @@ class PartitionLanesTest {
     return out;
   }
 
-  /** message id → {seq, offset}; read again on another connection when the killer's last shot hit a pooled one. */
   private Map<UUID, long[]> storedRows(String q) {
-    for (int attempt = 1; ; attempt++) {
-      Map<UUID, long[]> out = new HashMap<>();
-      try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select m.id,"
-          + " (m.payload->>'seq')::int, m.\"offset\" from queen.messages m join queen.partitions p on p.id = m.partition_id"
-          + " join queen.queues qq on qq.id = p.queue_id where qq.name = ?")) {
-        st.setString(1, q);
-        try (ResultSet rs = st.executeQuery()) {
-          while (rs.next()) {
-            out.put(rs.getObject(1, UUID.class), new long[] {rs.getInt(2), rs.getLong(3)});
-          }
-        }
-        return out;
-      } catch (SQLException e) {
-        if (attempt >= 5 || !"57P01".equals(e.getSQLState())) {
-          throw new IllegalStateException(e);
-        }
-      }
-    }
+    return PushKiller.storedRows(ds, q);
   }
+
 }

@@ -29,9 +29,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
@@ -248,33 +246,10 @@ class PushRetryTest {
     String chaos = "chaos";
     int pushes = 300;
     int batch = 20;
-    AtomicBoolean done = new AtomicBoolean();
-    AtomicInteger kills = new AtomicInteger();
-    Thread killer = new Thread(() -> {
-      // mostly a push that is running (taking locks, inserting, or waiting for its commit to be flushed); now and then
-      // one idle in the pool, whose next push then finds its connection dead
-      String sql = "select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database()"
-          + " and pid <> pg_backend_pid() and query like '%.push%' and state = ?";
-      try (Connection k = ds.getConnection(); PreparedStatement st = k.prepareStatement(sql)) {
-        while (!done.get()) {
-          st.setString(1, ThreadLocalRandom.current().nextInt(10) == 0 ? "idle" : "active");
-          try (ResultSet rs = st.executeQuery()) {
-            while (rs.next()) {
-              if (rs.getBoolean(1)) {
-                kills.incrementAndGet();
-              }
-            }
-          }
-          Thread.sleep(ThreadLocalRandom.current().nextInt(5, 30));
-        }
-      } catch (SQLException | InterruptedException e) {
-        throw new IllegalStateException(e);
-      }
-    }, "push-killer");
     int gaveUp = 0;
     int plainFailures = 0;
     Map<Integer, PushResult> reported = new HashMap<>();
-    killer.start();
+    PushKiller killer = new PushKiller(ds, "push-killer", 0.1, 5, 30, Integer.MAX_VALUE);
     try {
       for (int i = 0; i < pushes; i++) {
         List<PushItem> items = new ArrayList<>(batch);
@@ -303,12 +278,11 @@ class PushRetryTest {
         }
       }
     } finally {
-      done.set(true);
-      killer.join(10_000);
+      killer.close();
     }
     System.out.printf("chaos: %d pushes of %d, %d backends terminated, %d gave up (retried with e.items()),"
-        + " %d failed before anything was sent%n", pushes, batch, kills.get(), gaveUp, plainFailures);
-    assertThat(kills.get()).as("the killer hit something").isPositive();
+        + " %d failed before anything was sent%n", pushes, batch, killer.kills(), gaveUp, plainFailures);
+    assertThat(killer.kills()).as("the killer hit something").isPositive();
 
     Map<Integer, Integer> stored = storedSeqs(chaos);
     assertThat(stored).hasSize(pushes * batch);
@@ -350,37 +324,9 @@ class PushRetryTest {
     return out;
   }
 
-  /**
-   * message id → {seq, offset}. The killer may have terminated a pooled connection just before it stopped (one idle
-   * after a push): such a dead connection is dropped and the read made again on another.
-   */
+  /** message id → {seq, offset}. */
   private Map<UUID, long[]> storedRows(String queue) {
-    for (int attempt = 1; ; attempt++) {
-      try {
-        return readStoredRows(queue);
-      } catch (IllegalStateException e) {
-        if (attempt >= 5 || !(e.getCause() instanceof SQLException se) || !"57P01".equals(se.getSQLState())) {
-          throw e;
-        }
-      }
-    }
-  }
-
-  private Map<UUID, long[]> readStoredRows(String queue) {
-    Map<UUID, long[]> out = new HashMap<>();
-    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select m.id, (m.payload->>'seq')::int,"
-        + " m.\"offset\" from queen.messages m join queen.partitions p on p.id = m.partition_id join queen.queues qq"
-        + " on qq.id = p.queue_id where qq.name = ?")) {
-      st.setString(1, queue);
-      try (ResultSet rs = st.executeQuery()) {
-        while (rs.next()) {
-          out.put(rs.getObject(1, UUID.class), new long[] {rs.getInt(2), rs.getLong(3)});
-        }
-      }
-    } catch (SQLException e) {
-      throw new IllegalStateException(e);
-    }
-    return out;
+    return PushKiller.storedRows(ds, queue);
   }
 
   // ------------------------------------------------------------------------------------------------------------------
