@@ -146,6 +146,23 @@ final class EngineBench {
     b.line(QueenBenchmark.figure("e2e_raw_msgs_per_s", rawRate, "msgs/s"));
   }
 
+  /**
+   * With {@code --diagnose}: the claim latency of a steady phase in 2-second slices of push time (messages are pushed at
+   * {@code rate} in sequence order), so a tail made of stalls reads apart from one that grows with the phase.
+   */
+  private void timeline(long[] lat, long first, int rate) {
+    int slice = rate * 2;
+    StringBuilder sb = new StringBuilder("  claim by push time (2 s slices: p50/p99/max ms):");
+    for (long from = first; from < lat.length; from += slice) {
+      long[] s = Arrays.stream(lat, (int) from, (int) Math.min(lat.length, from + slice)).filter(v -> v > 0).sorted().toArray();
+      if (s.length > 0) {
+        sb.append(String.format(Locale.ROOT, " %.0f/%.0f/%.0f", QueenBenchmark.percentile(s, 0.5) / 1e6,
+            QueenBenchmark.percentile(s, 0.99) / 1e6, s[s.length - 1] / 1e6));
+      }
+    }
+    b.say(sb.toString());
+  }
+
   /** Returns {messages, nanos} of a window that starts after {@code warmup}. */
   private static long[] window(java.util.function.LongSupplier counter, Duration warmup, Duration window) {
     LockSupport.parkNanos(warmup.toNanos());
@@ -268,6 +285,9 @@ final class EngineBench {
             + " pops %,d (empty %,d); claim p50 %.2f ms p99 %.2f ms max %.1f ms; failures+lost %d", label, result.offered(),
             measured.length, total - first, missing, result.pops(), result.emptyPops(), result.p(0.5), result.p(0.99),
             measured.length == 0 ? 0 : measured[measured.length - 1] / 1e6, failures));
+        if (b.options().diagnose()) {
+          timeline(lat, first, rate);
+        }
         // table counters: read after the pools close (a backend flushes its statistics when it exits)
         Snapshot s0f = s0;
         nodes.closeAll();

@@ -1088,10 +1088,14 @@ public final class Broker {
    */
   public int releaseOwned(long timeoutMillis, java.util.UUID incarnation) {
     return Sql.autoCommit(ds, "release on close", c -> {
-      try (PreparedStatement st = c.prepareStatement("update " + schema + ".cursors set lease_id = null,"
-          + " lease_owner = null, lease_expires_at = null, lease_from = null, lease_to = null, lease_redrive = null,"
-          + " acked_ahead = null where lease_owner = ? and lease_id is not null"
-          + " and exists (select 1 from " + schema + ".nodes n where n.node_id = ? and n.incarnation = ?)")) {
+      // the rows are locked in key order first, as every statement that locks several cursor rows does (V29)
+      try (PreparedStatement st = c.prepareStatement("with mine as (select partition_id, group_name from " + schema
+          + ".cursors where lease_owner = ? and lease_id is not null"
+          + " and exists (select 1 from " + schema + ".nodes n where n.node_id = ? and n.incarnation = ?)"
+          + " order by partition_id, group_name for update)"
+          + " update " + schema + ".cursors cu set lease_id = null, lease_owner = null, lease_expires_at = null,"
+          + " lease_from = null, lease_to = null, lease_redrive = null, acked_ahead = null"
+          + " from mine m where cu.partition_id = m.partition_id and cu.group_name = m.group_name")) {
         st.setQueryTimeout((int) Math.max(1, (timeoutMillis + 999) / 1000));
         st.setString(1, node);
         st.setString(2, node);

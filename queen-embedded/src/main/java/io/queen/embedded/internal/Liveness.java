@@ -138,8 +138,11 @@ public final class Liveness {
         // is only paused, report LEASE_LOST. Scans cursors (no index on lease_owner: start is rare, and an
         // index would cost every pop a write).
         int expired;
-        try (PreparedStatement ex = c.prepareStatement("update " + s + ".cursors set lease_expires_at = now()"
-            + " where lease_owner = ? and lease_id is not null and lease_expires_at > now()")) {
+        try (PreparedStatement ex = c.prepareStatement("with mine as (select partition_id, group_name from " + s
+            + ".cursors where lease_owner = ? and lease_id is not null and lease_expires_at > now()"
+            + " order by partition_id, group_name for update)" // key order, as every multi-row lock (V29)
+            + " update " + s + ".cursors cu set lease_expires_at = now() from mine m"
+            + " where cu.partition_id = m.partition_id and cu.group_name = m.group_name")) {
           ex.setString(1, node);
           expired = ex.executeUpdate();
         }
