@@ -51,11 +51,12 @@ import java.util.concurrent.locks.LockSupport;
  *   <li>{@code dead_tuples_held_xmin}: dead tuples on the hot tables after a steady 2,000 msgs/s while another connection
  *       holds the xmin horizon, Queen against the raw queue.
  *   <li>{@code held_xmin_throughput}: 2 Queen nodes x 8 workers at 800 msgs/s, a clean phase, then one with the xmin horizon
- *       held: completed / offered, and both phases' claim p99.
+ *       held: completed / 800, and both phases' claim p99.
  * </ul>
  *
- * <p>Pushes are paced: {@value #PUSHERS} threads push single messages on a fixed schedule (round-robin over the partitions),
- * so the offered rate does not depend on how fast a push returns; the rate actually offered is printed.
+ * <p>Pushes are paced: {@value #PUSHERS} threads push single messages on a fixed schedule (round-robin over the partitions);
+ * when pushes fall behind it, the next push takes every message due (up to {@value Paced#CATCH_UP}), so the offered rate
+ * does not depend on how fast a push returns; the rate actually offered is printed.
  */
 final class EngineBench {
   static final int PARTITIONS = 256;
@@ -435,12 +436,14 @@ final class EngineBench {
   void heldXminThroughput() throws Exception {
     Steady clean = queenSteady("clean", 800, 2, 8, b.options().warmup(), b.options().steadyWindow(), false);
     Steady held = queenSteady("held", 800, 2, 8, b.options().warmup(), b.options().heldWindow(), true);
-    double ratio = held.rate() / held.offered();
+    // against the rate asked for: a push slowed by the held horizon is Queen's slowdown too, not a lighter load
+    double ratio = held.rate() / 800;
     b.say(String.format(Locale.ROOT, "  clean: %.0f of %.0f msgs/s, p99 %.2f ms; held: %.0f of %.0f msgs/s, p99 %.2f ms",
         clean.rate(), clean.offered(), clean.p(0.99), held.rate(), held.offered(), held.p(0.99)));
     boolean met = ratio >= 0.98 && held.p(0.99) <= 2 * clean.p(0.99);
-    b.row("held_xmin_throughput", QueenBenchmark.num(held.rate(), 0), QueenBenchmark.num(held.offered(), 0), "msgs/s",
-        QueenBenchmark.num(ratio, 3), ">= 0.98", QueenBenchmark.verdict(met), "2 nodes x 8 workers, 800 msgs/s, xmin held "
+    b.row("held_xmin_throughput", QueenBenchmark.num(held.rate(), 0), "800", "msgs/s",
+        QueenBenchmark.num(ratio, 3), ">= 0.98", QueenBenchmark.verdict(met), "2 nodes x 8 workers, 800 msgs/s asked ("
+        + QueenBenchmark.num(held.offered(), 0) + " offered), xmin held "
         + b.options().heldWindow().toSeconds() + " s; claim p99 " + QueenBenchmark.num(held.p(0.99), 2) + " ms vs "
         + QueenBenchmark.num(clean.p(0.99), 2) + " ms clean (target <= 2x)");
     b.line("RATIO held_xmin_throughput " + QueenBenchmark.num(ratio, 3));
@@ -669,11 +672,14 @@ final class EngineBench {
 
   /** {@value #PUSHERS} threads pushing sequence numbers 0..total-1 on a fixed schedule. */
   private static final class Paced {
+    /** The most messages one push takes when the pushers are behind schedule. */
+    static final int CATCH_UP = 128;
     final ExecutorService threads = Executors.newFixedThreadPool(PUSHERS, ThroughputRunner.named("bench-paced"));
     final List<Future<?>> futures = new ArrayList<>();
     final long start;
     final long interval;
     final long[] pushedAt;
+    final AtomicLong next = new AtomicLong();
 
     Paced(int rate, long total, Push push) {
       interval = 1_000_000_000L / rate;
@@ -681,22 +687,30 @@ final class EngineBench {
       pushedAt = new long[(int) total];
       int group = perPush(rate);
       for (int t = 0; t < PUSHERS; t++) {
-        int firstTick = t;
         futures.add(threads.submit(() -> {
-          for (long seq = (long) firstTick * group; seq < total; seq += (long) PUSHERS * group) {
+          while (true) {
+            long seq = next.get();
+            if (seq >= total) {
+              return null;
+            }
             long due = start + seq * interval;
             long wait;
             while ((wait = due - System.nanoTime()) > 0) {
               LockSupport.parkNanos(wait);
             }
-            int count = (int) Math.min(group, total - seq);
+            // on schedule: `group` messages; behind it (pushes slower than the schedule): everything due, up to
+            // CATCH_UP, in one push, as a producer with a backlog would, so the rate offered stays the one asked for
+            long dueNow = (System.nanoTime() - start) / interval + 1;
+            int count = (int) Math.min(total - seq, Math.max(group, Math.min(CATCH_UP, dueNow - seq)));
+            if (!next.compareAndSet(seq, seq + count)) {
+              continue;
+            }
             push.push(seq, count);
             long now = System.nanoTime();
             for (int i = 0; i < count; i++) {
               pushedAt[(int) seq + i] = now;
             }
           }
-          return null;
         }));
       }
     }
