@@ -91,9 +91,10 @@ public final class JsonCodec {
    */
   public Encoded encode(Object value, String field, int maxBytes) {
     String text;
+    long bytes;
     if (value instanceof Json j) {
       text = j.text();
-      long bytes = utf8Length(text);
+      bytes = utf8Length(text);
       if (bytes > maxBytes) {
         return new Encoded(null, bytes);
       }
@@ -115,9 +116,10 @@ public final class JsonCodec {
         return new Encoded(null, w.bytes);
       }
       text = w.sb.toString();
+      bytes = w.bytes;
     }
     check(text, field);
-    return new Encoded(text, utf8Length(text));
+    return new Encoded(text, bytes);
   }
 
   /**
