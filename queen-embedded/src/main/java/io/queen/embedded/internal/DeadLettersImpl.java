@@ -152,6 +152,16 @@ final class DeadLettersImpl implements DeadLetters {
       if (pids.isEmpty()) {
         return 0;
       }
+      // the group's cursor rows of these partitions first, in key order (the order an ack takes them in, and the ack
+      // then touches redeliveries too): an ack or pop clearing a flag at this moment holds its row, so the redrive
+      // waits for it and sets the flag after it; one that comes later sees the redelivery (V30 looks again after
+      // waiting). Skipping rows whose flag looked set, as before, let such a drain clear it over the redelivery.
+      try (PreparedStatement st = c.prepareStatement("select 1 from " + s + ".cursors where partition_id = any(?::bigint[])"
+          + " and group_name = ? order by partition_id, group_name for update")) {
+        st.setArray(1, c.createArrayOf("bigint", pids.toArray()));
+        st.setString(2, group);
+        st.executeQuery().close();
+      }
       try (PreparedStatement st = c.prepareStatement("insert into " + s + ".redeliveries(partition_id, group_name,"
           + " \"offset\") select x.pid, ?, x.o from unnest(?::bigint[], ?::bigint[]) as x(pid, o) on conflict do nothing")) {
         st.setString(1, group);
@@ -159,7 +169,7 @@ final class DeadLettersImpl implements DeadLetters {
         st.setArray(3, c.createArrayOf("bigint", offsets.toArray()));
         st.executeUpdate();
       }
-      // setting the flag (never clearing it) needs no partition lock
+      // setting the flag (never clearing it) needs no partition lock; the rows are this transaction's already
       try (PreparedStatement st = c.prepareStatement("update " + s + ".cursors set has_pending = true"
           + " where partition_id = any(?::bigint[]) and group_name = ? and not has_pending")) {
         st.setArray(1, c.createArrayOf("bigint", pids.toArray()));

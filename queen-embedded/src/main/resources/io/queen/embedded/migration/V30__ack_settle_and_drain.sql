@@ -8,7 +8,8 @@
 -- the cursor versions per message. Here the partitions the settlements drain are SHARE-locked (SKIP LOCKED, id
 -- order, only those whose newest message the cursor reaches as read before locking) in the same statement, and the
 -- settling update sets has_pending from them: cleared only when its partition is locked, the cursor is at the
--- partition's newest end and the group has no redelivery there, as before. Lock order is unchanged (cursor rows
+-- partition's newest end and the group has no redelivery there, as before; a redelivery committed while the
+-- statement waited for a cursor row is looked for again with a fresh snapshot (a read; a write only when found). Lock order is unchanged (cursor rows
 -- FOR UPDATE in key order, then partition rows SHARE with SKIP LOCKED, which never waits). The rest is V26's body;
 -- "create or replace" drops the settings, so V22's four are stated again below.
 
@@ -89,6 +90,17 @@ begin
     into v_fast_pids, v_fast_groups, v_fast_leases, v_groups from done d;
 
   if v_fast_pids is not null then
+    -- the redelivery check above saw the statement's snapshot, taken before it waited for any cursor row: a dead
+    -- letter redriven into one of these partitions by a transaction that held the row and committed while we waited
+    -- is seen here, with a fresh snapshot, and the flag set again (a write only in that case)
+    if exists (select 1 from unnest(v_fast_pids, v_fast_groups) as f(pid, grp)
+                where exists (select 1 from ${schema}.redeliveries r
+                               where r.partition_id = f.pid and r.group_name = f.grp)) then
+      update ${schema}.cursors cu set has_pending = true
+        from unnest(v_fast_pids, v_fast_groups) as f(pid, grp)
+       where cu.partition_id = f.pid and cu.group_name = f.grp and not cu.has_pending
+         and exists (select 1 from ${schema}.redeliveries r where r.partition_id = f.pid and r.group_name = f.grp);
+    end if;
     if cardinality(v_fast_pids) = v_groups then
       -- every item belonged to a lease the common case settled (a batch consumer's ack): all ACKED, in one go
       return query select g.i::int, 'ACKED'::text from generate_series(1, n) as g(i);

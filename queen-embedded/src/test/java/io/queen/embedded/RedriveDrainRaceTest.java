@@ -1,0 +1,161 @@
+package io.queen.embedded;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.queen.AckOutcome;
+import io.queen.AckResult;
+import io.queen.AckStatus;
+import io.queen.DeadLetter;
+import io.queen.Message;
+import io.queen.Queen;
+import io.queen.testkit.QueenPostgres;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A dead letter redriven into a partition at the moment an ack drains that partition's cursor must stay findable: the
+ * cursor's {@code has_pending} flag ends up set, whichever of the two takes the cursor row first.
+ *
+ * <ul>
+ *   <li>The redrive first: the ack's settling statement (V30) waits for the cursor row with a snapshot taken before the
+ *       redrive committed; it looks for redeliveries again afterwards, with a fresh one.
+ *   <li>The drain first: the redrive takes the cursor row even though its flag still looks set, so it waits for the
+ *       drain to commit and sets the flag after it.
+ * </ul>
+ */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class RedriveDrainRaceTest {
+
+  @Test
+  void anAckThatWaitedForARedrivingTransactionLeavesTheFlagSet(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("race").janitor(false).listen(false).start()) {
+      String q = "first";
+      Message leased = deadLetterOneThenLeaseTheNext(queen, q);
+      DeadLetter dl = queen.deadLetters(q).defaultGroup().list(10, null).get(0);
+
+      try (Connection redriver = ds.getConnection()) {
+        // a redrive in progress: it holds the cursor row, as DeadLetters.redrive does first
+        redriver.setAutoCommit(false);
+        lockCursor(redriver, leased);
+        CompletableFuture<AckResult> ack = CompletableFuture.supplyAsync(() -> queen.ack(leased));
+        awaitLockWaiter(ds, "%.ack(%", null);
+        // the rest of the redrive, then its commit, while the ack waits for the row
+        try (PreparedStatement st = redriver.prepareStatement("insert into race.redeliveries(partition_id, group_name,"
+            + " \"offset\") values (?, ?, ?)")) {
+          st.setLong(1, leased.partitionId());
+          st.setString(2, leased.consumerGroup());
+          st.setLong(3, dl.offset());
+          st.executeUpdate();
+        }
+        try (PreparedStatement st = redriver.prepareStatement("delete from race.dead_letters where id = ?")) {
+          st.setLong(1, dl.id());
+          st.executeUpdate();
+        }
+        redriver.commit();
+        assertThat(ack.get(20, TimeUnit.SECONDS).outcome()).isEqualTo(AckOutcome.ACKED);
+      }
+      assertThat(flag(ds, leased)).as("has_pending after the ack").isTrue();
+      List<Message> again = queen.queue(q).consumer().pop();
+      assertThat(again).extracting(Message::offset).containsExactly(dl.offset());
+    }
+  }
+
+  @Test
+  void aRedriveThatMeetsADrainInFlightSetsTheFlagAfterIt(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("race").janitor(false).listen(false).start()) {
+      String q = "second";
+      Message leased = deadLetterOneThenLeaseTheNext(queen, q);
+      DeadLetter dl = queen.deadLetters(q).defaultGroup().list(10, null).get(0);
+
+      CompletableFuture<Boolean> redrive;
+      try (Connection drainer = ds.getConnection()) {
+        // an ack settling the lease and clearing the flag, not yet committed (what V30's settling update writes)
+        drainer.setAutoCommit(false);
+        try (PreparedStatement st = drainer.prepareStatement("update race.cursors set committed_offset = ?,"
+            + " has_pending = false, lease_id = null, lease_owner = null, lease_expires_at = null, lease_from = null,"
+            + " lease_to = null where partition_id = ? and group_name = ?")) {
+          st.setLong(1, leased.offset());
+          st.setLong(2, leased.partitionId());
+          st.setString(3, leased.consumerGroup());
+          assertThat(st.executeUpdate()).isEqualTo(1);
+        }
+        redrive = CompletableFuture.supplyAsync(() -> queen.deadLetters(q).defaultGroup().redrive(dl));
+        // the redrive either waits for the row (it must) or, if it did not take the row, finishes before the drain commits
+        awaitLockWaiter(ds, "%cursors%for update%", redrive);
+        drainer.commit();
+      }
+      assertThat(redrive.get(20, TimeUnit.SECONDS)).isTrue();
+      assertThat(flag(ds, leased)).as("has_pending after the redrive").isTrue();
+      List<Message> again = queen.queue(q).consumer().pop();
+      assertThat(again).extracting(Message::offset).containsExactly(dl.offset());
+    }
+  }
+
+  /** Offset 0 dead-lettered at once, offset 1 leased: returns offset 1's message. */
+  private static Message deadLetterOneThenLeaseTheNext(Queen queen, String q) {
+    queen.queue(q).partition("p").push(Map.of("n", 0));
+    Message first = queen.queue(q).consumer().pop().get(0);
+    assertThat(queen.ack(first, AckStatus.DEAD_LETTER, "poison").outcome()).isEqualTo(AckOutcome.DEAD_LETTERED);
+    queen.queue(q).partition("p").push(Map.of("n", 1));
+    List<Message> next = queen.queue(q).consumer().pop();
+    assertThat(next).extracting(Message::offset).containsExactly(1L);
+    return next.get(0);
+  }
+
+  private static void lockCursor(Connection c, Message m) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement(
+        "select 1 from race.cursors where partition_id = ? and group_name = ? for update")) {
+      st.setLong(1, m.partitionId());
+      st.setString(2, m.consumerGroup());
+      st.executeQuery().close();
+    }
+  }
+
+  private static boolean flag(DataSource ds, Message m) throws SQLException {
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
+        "select has_pending from race.cursors where partition_id = ? and group_name = ?")) {
+      st.setLong(1, m.partitionId());
+      st.setString(2, m.consumerGroup());
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return rs.getBoolean(1);
+      }
+    }
+  }
+
+  /**
+   * Waits until a backend running a statement like {@code pattern} waits for a lock (up to 10 s), or until {@code done}
+   * (when given) completed.
+   */
+  private static void awaitLockWaiter(DataSource ds, String pattern, CompletableFuture<?> done) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select count(*) from"
+        + " pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()"
+        + " and wait_event_type = 'Lock' and query like ?")) {
+      st.setString(1, pattern);
+      while (System.nanoTime() < deadline) {
+        if (done != null && done.isDone()) {
+          return;
+        }
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          if (rs.getInt(1) > 0) {
+            return;
+          }
+        }
+        Thread.sleep(20);
+      }
+    }
+    throw new AssertionError("no statement like '" + pattern + "' waited for a lock");
+  }
+}
