@@ -34,15 +34,15 @@ class LeaseLockOrderTest {
 
   @Test
   void aRenewalGivenTheHigherPartitionFirstWaitsWithoutHoldingIt(DataSource ds) throws Exception {
-    assertLocksInKeyOrder(ds, "renew", "select count(*) from lockorder.renew(?, ?, ?::uuid[])", 2);
+    assertLocksInKeyOrder(ds, "renew", "select count(*) from lockorder.renew(?, ?, ?::uuid[])");
   }
 
   @Test
   void aReleaseGivenTheHigherPartitionFirstWaitsWithoutHoldingIt(DataSource ds) throws Exception {
-    assertLocksInKeyOrder(ds, "release", "select lockorder.release(?, ?, ?::uuid[])", 2);
+    assertLocksInKeyOrder(ds, "release", "select lockorder.release(?, ?, ?::uuid[])");
   }
 
-  private static void assertLocksInKeyOrder(DataSource ds, String call, String sql, int expected) throws Exception {
+  private static void assertLocksInKeyOrder(DataSource ds, String call, String sql) throws Exception {
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("lockorder").janitor(false).listen(false).start()) {
       queen.queue(call).push(List.of(PushItem.of("a", Map.of("n", 1)), PushItem.of("b", Map.of("n", 2))));
       List<Message> leased = queen.queue(call).consumer().batch(10).partitions(2).pop();
@@ -59,8 +59,7 @@ class LeaseLockOrderTest {
           assertThat(st.executeUpdate()).isEqualTo(1);
         }
         holder.setAutoCommit(false);
-        lockCursor(holder, low); // as an ack that settles both partitions holds the lower one first
-        int callerPid = backendPid(caller);
+        LockWaiters.lockCursor(holder, "lockorder", low); // as an ack that settles both partitions holds the lower one first
         CompletableFuture<Integer> result = CompletableFuture.supplyAsync(() -> {
           try (PreparedStatement st = caller.prepareStatement(sql)) {
             st.setArray(1, caller.createArrayOf("bigint", new Long[] {high.partitionId(), low.partitionId()}));
@@ -74,49 +73,16 @@ class LeaseLockOrderTest {
             throw new IllegalStateException(call + " failed with SQLSTATE " + e.getSQLState(), e);
           }
         });
-        awaitLockWait(ds, callerPid);
+        LockWaiters.awaitWaiting(ds, "%." + call + "(%", 1, result::isDone);
         // the higher partition: free, since the waiting call locks in key order and waits for the lower one first
         try (Statement st = holder.createStatement()) {
           st.execute("set local lock_timeout = '2s'");
         }
-        lockCursor(holder, high);
+        LockWaiters.lockCursor(holder, "lockorder", high);
         holder.commit();
         assertThat(result.get(20, TimeUnit.SECONDS)).as(call + " changed both leases once the holder committed")
-            .isEqualTo(expected);
+            .isEqualTo(2);
       }
     }
-  }
-
-  private static void lockCursor(Connection c, Message m) throws SQLException {
-    try (PreparedStatement st = c.prepareStatement(
-        "select 1 from lockorder.cursors where partition_id = ? and group_name = ? for update")) {
-      st.setLong(1, m.partitionId());
-      st.setString(2, m.consumerGroup());
-      st.executeQuery().close();
-    }
-  }
-
-  private static int backendPid(Connection c) throws SQLException {
-    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select pg_backend_pid()")) {
-      rs.next();
-      return rs.getInt(1);
-    }
-  }
-
-  private static void awaitLockWait(DataSource ds, int pid) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    try (Connection c = ds.getConnection();
-        PreparedStatement st = c.prepareStatement("select wait_event_type = 'Lock' from pg_stat_activity where pid = ?")) {
-      st.setInt(1, pid);
-      while (System.nanoTime() < deadline) {
-        try (ResultSet rs = st.executeQuery()) {
-          if (rs.next() && rs.getBoolean(1)) {
-            return;
-          }
-        }
-        Thread.sleep(20);
-      }
-    }
-    throw new AssertionError("the call never waited for the held cursor row");
   }
 }

@@ -97,7 +97,7 @@ class PartitionLanesTest {
       }
       // parked on the partition's lane in the JVM
       await().atMost(Duration.ofSeconds(10)).until(() -> waiting.stream().allMatch(th -> th.getState() == Thread.State.WAITING));
-      assertThat(lockWaiters(admin)).as("the five wait in the node, not in the database").isEqualTo(1);
+      assertThat(LockWaiters.count(admin, "%.push%")).as("the five wait in the node, not in the database").isEqualTo(1);
       locker.commit();
 
       Map<UUID, Long> xminById = xmins(q);
@@ -261,16 +261,8 @@ class PartitionLanesTest {
   }
 
   private static void awaitLockWaiters(Connection admin, int n) {
-    await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(10)).until(() -> lockWaiters(admin) >= n);
-  }
-
-  private static int lockWaiters(Connection admin) throws SQLException {
-    try (PreparedStatement st = admin.prepareStatement("select count(*) from pg_stat_activity where datname ="
-        + " current_database() and pid <> pg_backend_pid() and wait_event_type = 'Lock' and query like '%.push%'");
-        ResultSet rs = st.executeQuery()) {
-      rs.next();
-      return rs.getInt(1);
-    }
+    await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(10))
+        .until(() -> LockWaiters.count(admin, "%.push%") >= n);
   }
 
   /** message id → the id of the transaction that stored it. */

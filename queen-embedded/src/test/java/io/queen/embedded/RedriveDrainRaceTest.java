@@ -46,9 +46,9 @@ class RedriveDrainRaceTest {
       try (Connection redriver = ds.getConnection()) {
         // a redrive in progress: it holds the cursor row, as DeadLetters.redrive does first
         redriver.setAutoCommit(false);
-        lockCursor(redriver, leased);
+        LockWaiters.lockCursor(redriver, "race", leased);
         CompletableFuture<AckResult> ack = CompletableFuture.supplyAsync(() -> queen.ack(leased));
-        awaitLockWaiter(ds, "%.ack(%", null);
+        LockWaiters.awaitWaiting(ds, "%.ack(%", 1, ack::isDone);
         // the rest of the redrive, then its commit, while the ack waits for the row
         try (PreparedStatement st = redriver.prepareStatement("insert into race.redeliveries(partition_id, group_name,"
             + " \"offset\") values (?, ?, ?)")) {
@@ -91,7 +91,7 @@ class RedriveDrainRaceTest {
         }
         redrive = CompletableFuture.supplyAsync(() -> queen.deadLetters(q).defaultGroup().redrive(dl));
         // the redrive either waits for the row (it must) or, if it did not take the row, finishes before the drain commits
-        awaitLockWaiter(ds, "%cursors%for update%", redrive);
+        LockWaiters.awaitWaiting(ds, "%cursors%for update%", 1, redrive::isDone);
         drainer.commit();
       }
       assertThat(redrive.get(20, TimeUnit.SECONDS)).isTrue();
@@ -112,15 +112,6 @@ class RedriveDrainRaceTest {
     return next.get(0);
   }
 
-  private static void lockCursor(Connection c, Message m) throws SQLException {
-    try (PreparedStatement st = c.prepareStatement(
-        "select 1 from race.cursors where partition_id = ? and group_name = ? for update")) {
-      st.setLong(1, m.partitionId());
-      st.setString(2, m.consumerGroup());
-      st.executeQuery().close();
-    }
-  }
-
   private static boolean flag(DataSource ds, Message m) throws SQLException {
     try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
         "select has_pending from race.cursors where partition_id = ? and group_name = ?")) {
@@ -131,31 +122,5 @@ class RedriveDrainRaceTest {
         return rs.getBoolean(1);
       }
     }
-  }
-
-  /**
-   * Waits until a backend running a statement like {@code pattern} waits for a lock (up to 10 s), or until {@code done}
-   * (when given) completed.
-   */
-  private static void awaitLockWaiter(DataSource ds, String pattern, CompletableFuture<?> done) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select count(*) from"
-        + " pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()"
-        + " and wait_event_type = 'Lock' and query like ?")) {
-      st.setString(1, pattern);
-      while (System.nanoTime() < deadline) {
-        if (done != null && done.isDone()) {
-          return;
-        }
-        try (ResultSet rs = st.executeQuery()) {
-          rs.next();
-          if (rs.getInt(1) > 0) {
-            return;
-          }
-        }
-        Thread.sleep(20);
-      }
-    }
-    throw new AssertionError("no statement like '" + pattern + "' waited for a lock");
   }
 }
