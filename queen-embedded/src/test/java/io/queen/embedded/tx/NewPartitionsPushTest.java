@@ -139,6 +139,67 @@ class NewPartitionsPushTest {
         Map.of("a", List.of(0, 2, 7), "b", List.of(1), "c", List.of(4, 5, 6)));
   }
 
+  /**
+   * The transaction-id probe reads one index entry per item, whatever the statistics say. Statistics taken while the
+   * log held nothing with a transaction id (a vacuum after a queue's messages were deleted) once made the cached plan
+   * scan the whole index and unnest the items again for every entry: each push read the entire log, and a source
+   * drain slowed down with every bundle. Here the log holds 5,000 ids the statistics do not know about, and a push of
+   * 100 items (10 of them duplicates) must read about 100 entries of the index, not 5,000, also on its generic plan.
+   */
+  @Test
+  void theTransactionIdProbeReadsOneEntryPerItemWhateverTheStatisticsSay() throws Exception {
+    String q = "np-probe";
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute("alter table newparts.messages set (autovacuum_enabled = false)");
+    }
+    try {
+      fill(q, "old");
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+        st.execute("delete from newparts.messages");
+        st.execute("vacuum (truncate false) newparts.messages"); // pages kept, reltuples 0: "empty"
+      }
+      fill(q, "new");
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+        for (int call = 0; call < 8; call++) { // past the five custom plans, onto the cached generic one
+          c.setAutoCommit(false);
+          try (ResultSet rs = st.executeQuery("select count(*) filter (where status = 'duplicate') from newparts.push("
+              + "(select array_agg('" + q + "'::text) from generate_series(1, 100)),"
+              + " (select array_agg('p' || (g % 20)) from generate_series(1, 100) g),"
+              + " (select array_agg(jsonb_build_object('g', g)) from generate_series(1, 100) g),"
+              + " (select array_agg(case when g <= 10 then 'new-' || g else 'call" + call + "-' || g end)"
+              + "    from generate_series(1, 100) g),"
+              + " (select array_agg(null::text) from generate_series(1, 100)))")) {
+            rs.next();
+            assertThat(rs.getInt(1)).as("duplicates in call %d", call).isEqualTo(10);
+          }
+          try (ResultSet rs = st.executeQuery(
+              "select pg_stat_get_xact_tuples_returned('newparts.messages_transaction_id'::regclass)")) {
+            rs.next();
+            assertThat(rs.getLong(1)).as("index entries the probe read in call %d", call).isLessThanOrEqualTo(100);
+          }
+          c.rollback();
+          c.setAutoCommit(true);
+        }
+      }
+    } finally {
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+        st.execute("alter table newparts.messages reset (autovacuum_enabled)");
+      }
+    }
+  }
+
+  /** 5,000 messages over 20 partitions of {@code q}, transaction ids {@code prefix-1 .. prefix-5000}. */
+  private void fill(String q, String prefix) {
+    for (int b = 0; b < 5; b++) {
+      List<PushItem> items = new ArrayList<>();
+      for (int i = 1; i <= 1000; i++) {
+        int n = b * 1000 + i;
+        items.add(item(q, "p" + (n % 20), prefix + "-" + n, n));
+      }
+      queen.queue(q).push(items);
+    }
+  }
+
   @Test
   void boundedQueueCountsNewPartitionsExactly() throws Exception {
     String q = "np-bounded";
