@@ -36,16 +36,20 @@ final class StatusReader {
     this.s = quotedSchema;
     // Only the cursors flagged has_pending can be behind (push sets the flag on every cursor of its partition
     // that has it false; it is cleared only when the cursor is at the end), so this reads the cursors_ready index
-    // and costs in proportion to the partitions that hold work for the group, not to all partitions.
+    // and costs in proportion to the partitions that hold work for the group, not to all partitions. Each such
+    // cursor looks its partition and its next message up in lateral subqueries that cannot be flattened: a join the
+    // planner may order freely read every partition and every message once per pending cursor while the statistics
+    // said the tables were empty (after a vacuum of an emptied log; StaleStatisticsTest).
     this.lagSql = "select g.queue_id, q.name, g.name, q.pending_alert_after_ms, coalesce(x.lag, 0),"
         + " coalesce(extract(epoch from now() - x.oldest) * 1000, 0)::bigint"
         + " from " + s + ".consumer_groups g join " + s + ".queues q on q.id = g.queue_id"
         + " left join lateral (select sum(greatest(p.next_offset - 1 - greatest(c.committed_offset, p.first_offset - 1), 0)) as lag,"
         + "   min(m.created_at) as oldest"
         + "   from " + s + ".cursors c"
-        + "   join " + s + ".partitions p on p.id = c.partition_id"
-        + "   left join " + s + ".messages m on m.partition_id = c.partition_id"
-        + "     and m.\"offset\" = greatest(c.committed_offset, p.first_offset - 1) + 1"
+        + "   cross join lateral (select p0.next_offset, p0.first_offset from " + s + ".partitions p0"
+        + "     where p0.id = c.partition_id offset 0) p"
+        + "   left join lateral (select m0.created_at from " + s + ".messages m0 where m0.partition_id = c.partition_id"
+        + "     and m0.\"offset\" = greatest(c.committed_offset, p.first_offset - 1) + 1 offset 0) m on true"
         + "   where c.queue_id = g.queue_id and c.group_name = g.name and c.has_pending) x on true"
         + " order by q.name, g.name";
   }
