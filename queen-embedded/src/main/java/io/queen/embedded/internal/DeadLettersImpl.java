@@ -53,8 +53,11 @@ final class DeadLettersImpl implements DeadLetters {
         try (PreparedStatement st = c.prepareStatement("select d.id, p.name, d.partition_id, d.\"offset\", d.message_id,"
             + " m.payload::text, d.error, d.attempts, d.failed_at, m.key_id from " + s + ".dead_letters d"
             + " join " + s + ".queues q on q.id = d.queue_id"
-            + " join " + s + ".partitions p on p.id = d.partition_id"
-            + " left join " + s + ".messages m on m.partition_id = d.partition_id and m.\"offset\" = d.\"offset\""
+            // per entry: its partition and its message, in lateral subqueries the planner cannot flatten and turn
+            // into a scan of every message per entry when the statistics say the log is empty (StaleStatisticsTest)
+            + " cross join lateral (select p0.name from " + s + ".partitions p0 where p0.id = d.partition_id offset 0) p"
+            + " left join lateral (select m0.payload, m0.key_id from " + s + ".messages m0"
+            + "   where m0.partition_id = d.partition_id and m0.\"offset\" = d.\"offset\" offset 0) m on true"
             + " where q.name = ? and d.group_name = ? and d.id > ? order by d.id limit ?")) {
           st.setString(1, queue);
           st.setString(2, group);

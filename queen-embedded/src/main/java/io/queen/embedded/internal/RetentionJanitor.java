@@ -62,6 +62,7 @@ final class RetentionJanitor {
   private final DataSource ds;
   private final Metrics metrics;
   private final String pageSql;
+  private final String queuesSql;
   private final String stepSql;
   private final String chunkSql;
   private final String stateSql;
@@ -83,7 +84,10 @@ final class RetentionJanitor {
         + "   * interval '1 millisecond', q.allow_drop_past_committed"
         + " from " + schema + ".partitions p join " + schema + ".queues q on q.id = p.queue_id"
         + " left join " + schema + ".messages m on m.partition_id = p.id and m.\"offset\" = p.first_offset"
-        + " where (q.retention_ms > 0 or q.completed_retention_ms > 0) and p.id > ? order by p.id limit " + PAGE;
+        + " where (q.retention_ms > 0 or q.completed_retention_ms > 0) and p.queue_id = any(?) and p.id > ?"
+        + " order by p.id limit " + PAGE;
+    this.queuesSql = "select coalesce(array_agg(q.id), '{}') from " + schema + ".queues q"
+        + " where q.retention_ms > 0 or q.completed_retention_ms > 0";
     this.stepSql = "select removed, skipped, first_at, first_offset, held_by, lost_groups, lost_counts, lost_to from "
         + schema + ".retention_step(?, " + BATCH + ")";
     this.chunkSql = "select r.removed, r.skipped, r.first_at, r.first_offset, r.held_by, r.lost_groups, r.lost_counts,"
@@ -163,6 +167,12 @@ final class RetentionJanitor {
   private enum Drained { DONE, BUSY, NOT_OURS }
 
   private RetentionRun pass() {
+    // the queues with retention, read first: with none there is nothing to walk, and the pages name them, so a
+    // pass reads their partitions only (not every partition of the database in id order, as it did before)
+    Long[] queues = retentionQueues();
+    if (queues.length == 0) {
+      return new RetentionRun(true, 0, 0, 0, 0);
+    }
     long after = 0;
     boolean ran = true;
     Pass pass = new Pass();
@@ -170,7 +180,7 @@ final class RetentionJanitor {
     List<PageRow> chunk = new ArrayList<>(CHUNK_PARTITIONS);
     walk:
     while (true) {
-      List<PageRow> page = readPage(after);
+      List<PageRow> page = readPage(queues, after);
       if (page.isEmpty()) {
         break;
       }
@@ -370,11 +380,21 @@ final class RetentionJanitor {
     }
   }
 
-  private List<PageRow> readPage(long after) {
+  private Long[] retentionQueues() {
+    return Sql.autoCommit(ds, "retention queues", c -> {
+      try (PreparedStatement st = c.prepareStatement(queuesSql); ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return (Long[]) rs.getArray(1).getArray();
+      }
+    });
+  }
+
+  private List<PageRow> readPage(Long[] queues, long after) {
     return Sql.autoCommit(ds, "retention page", c -> {
       List<PageRow> rows = new ArrayList<>();
       try (PreparedStatement st = c.prepareStatement(pageSql)) {
-        st.setLong(1, after);
+        st.setArray(1, c.createArrayOf("bigint", queues));
+        st.setLong(2, after);
         try (ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
             rows.add(new PageRow(rs.getLong(1), rs.getLong(2), rs.getString(3), rs.getString(4), rs.getLong(5),

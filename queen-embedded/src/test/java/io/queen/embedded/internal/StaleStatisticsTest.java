@@ -29,17 +29,20 @@ import org.junit.jupiter.api.Timeout;
  * deleted leaves its tables' pages in place and records zero rows; until the next analyze the planner takes every
  * table for empty, and a cached plan made then may put a table on the outer side of a join and read all of it per
  * call (push's transaction-id probe did, before V31). Here the tables are filled, emptied and vacuumed with autovacuum
- * off, filled again (2,000 partitions with their cursors, 20,000 messages), and then every kind of call runs many
- * times: one-partition, multi-partition and de-duplicating pushes, a transaction, pops over many partitions, acks,
- * failures with redelivery, renewals, releases. Then the index entries each table's indexes returned, per call, must
- * be a small number, not a table's worth.
+ * off, filled again (2,000 partitions with their cursors, 20,000 messages, 2,000 KV entries), and then every kind
+ * of call runs many times: one-partition, multi-partition and de-duplicating pushes, a transaction, pops over many
+ * partitions, acks, failures with redelivery and to the dead-letter queue, renewals, dead letters listed, counted
+ * and redriven, KV puts, gets and increments ({@code status()} is left out: it counts every partition and cursor of
+ * a queue by design). Then the index entries each table's indexes returned, per call, must be a small number, not a
+ * table's worth. Before V31 these calls read 204 million entries of partitions_pkey and 132 million of
+ * messages_pkey.
  */
 @QueenPostgres
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class StaleStatisticsTest {
   private static final String S = "stalestats";
   private static final List<String> TABLES = List.of("messages", "partitions", "cursors", "queues", "consumer_groups",
-      "dead_letters", "redeliveries");
+      "dead_letters", "redeliveries", "kv");
 
   @Test
   void callsProbeIndexesWhenTheStatisticsSayTheTablesAreEmpty(TestDatabase db) throws Exception {
@@ -49,6 +52,7 @@ class StaleStatisticsTest {
           .toArray(String[]::new));
       fill(queen, "stale", "old");
       queen.queue("stale").delete();
+      exec(db, "delete from " + S + ".kv");
       exec(db, TABLES.stream().map(t -> "vacuum (truncate false, analyze) " + S + "." + t).toArray(String[]::new));
       assertThat(reltuples(db, "messages")).as("the statistics say the log is empty").isZero();
       fill(queen, "stale", "new");
@@ -98,6 +102,24 @@ class StaleStatisticsTest {
         calls++;
       }
       assertThat(popped).isGreaterThan(60);
+      // a message failed twice (retryLimit 1) is dead-lettered; listed, counted, redriven
+      for (int i = 0; i < 10; i++, calls++) {
+        queen.queue("stale").partition("dl-" + i).push(Map.of("dl", i));
+        for (int attempt = 0; attempt < 2; attempt++, calls += 2) {
+          List<Message> one = queen.queue("stale").group("g").partition("dl-" + i).batch(1).pop();
+          assertThat(one).as("partition dl-%d, attempt %d", i, attempt).hasSize(1);
+          queen.ack(one, AckStatus.FAILED, "stale-statistics test");
+        }
+      }
+      assertThat(queen.deadLetters("stale").group("g").list(100, null)).hasSizeGreaterThanOrEqualTo(10);
+      assertThat(queen.deadLetters("stale").group("g").count()).isGreaterThanOrEqualTo(10);
+      assertThat(queen.deadLetters("stale").group("g").redriveAll()).isGreaterThanOrEqualTo(10);
+      calls += 3;
+      for (int i = 0; i < 20; i++, calls += 3) {
+        queen.kv().put("stale", "new-" + i, Map.of("v", i), io.queen.Kv.forever());
+        assertThat(queen.kv().get("stale", "old-" + i).found()).isFalse();
+        queen.kv().incr("stale", "count-" + (i % 3), 1, io.queen.Kv.forever());
+      }
     }
     Map<String, Long> after = flushedIndexReads(db);
 
@@ -113,7 +135,11 @@ class StaleStatisticsTest {
 
   /** Queue {@code q}, group "g", 2,000 partitions with 10 messages each, half with transaction ids. */
   private static void fill(Queen queen, String q, String prefix) {
-    queen.queue(q).group("g").subscription(SubscriptionMode.ALL).batch(1).pop(); // creates the queue and the group
+    queen.queue(q).configure(c -> c.retryLimit(1)); // creates the queue, so the group and its cursors exist
+    queen.queue(q).group("g").subscription(SubscriptionMode.ALL).batch(1).pop(); // creates the group
+    for (int i = 0; i < 2000; i++) {
+      queen.kv().put("stale", prefix + "-" + i, Map.of("n", i), io.queen.Kv.forever());
+    }
     for (int b = 0; b < 20; b++) {
       List<PushItem> items = new ArrayList<>();
       for (int i = 0; i < 1000; i++) {
