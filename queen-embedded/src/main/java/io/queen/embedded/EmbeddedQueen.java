@@ -268,7 +268,11 @@ public final class EmbeddedQueen {
       return this;
     }
 
-    /** Whether this node runs the janitor (KV sweeper); default true. */
+    /**
+     * Whether this node runs the janitor; default true. The janitor sweeps expired KV entries, runs the retention
+     * passes, forgets nodes whose heartbeat stopped a day ago, and analyzes Queen's tables when the planner's row
+     * estimate says they are nearly empty and they are not (see the module README, "The statistics guard").
+     */
     public Builder janitor(boolean janitor) {
       this.janitor = janitor;
       return this;

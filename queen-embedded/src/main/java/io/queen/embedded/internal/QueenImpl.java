@@ -58,6 +58,7 @@ public final class QueenImpl implements Queen {
   private final ScheduledExecutorService janitor;
   private final RetentionJanitor retention;
   private final GroupWatch groupWatch;
+  private final StatisticsGuard statisticsGuard;
   /** The connector runtime found on the classpath (queen-pgconn), or null. */
   private volatile io.queen.embedded.spi.ConnectorPlugin connectors;
 
@@ -81,6 +82,7 @@ public final class QueenImpl implements Queen {
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
     this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics);
     this.groupWatch = new GroupWatch(this, status, metrics);
+    this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
   }
 
   /** How often the janitor removes the rows of nodes whose heartbeat stopped more than a day ago. */
@@ -120,6 +122,8 @@ public final class QueenImpl implements Queen {
         // of the server clears in one) is followed by the next at once, so removal keeps level with ingest
         q.janitor.scheduleAtFixedRate(q.retention::runQuietly, RetentionJanitor.PERIOD_MS / 3,
             RetentionJanitor.PERIOD_MS, TimeUnit.MILLISECONDS);
+        q.janitor.scheduleWithFixedDelay(q.statisticsGuard, StatisticsGuard.PERIOD_MS / 2, StatisticsGuard.PERIOD_MS,
+            TimeUnit.MILLISECONDS);
       }
       q.startConnectors();
       LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
@@ -481,6 +485,12 @@ public final class QueenImpl implements Queen {
   /** Reads the group gauges and checks the lag alarm now (tests; the janitor thread does it every 10 s). */
   public void watchGroupsNow() {
     groupWatch.run();
+  }
+
+  /** Compares the tables' row estimates with their live rows and analyzes the stale ones now (tests; the janitor
+   * thread does it every 10 s). */
+  public void guardStatisticsNow() {
+    statisticsGuard.run();
   }
 
   @Override
