@@ -38,6 +38,9 @@ public final class Migrator {
 
   /** Migrates {@code schema}; returns the versions applied now (empty when it was up to date). */
   public static List<Integer> migrate(DataSource ds, String schema) {
+    if (upToDate(ds, schema)) {
+      return List.of();
+    }
     List<Integer> applied = new ArrayList<>();
     for (String file : MIGRATIONS) {
       int version = Integer.parseInt(file.substring(1, file.indexOf("__")));
@@ -82,6 +85,41 @@ public final class Migrator {
       LOG.info("schema {}: applied migrations {}", schema, applied);
     }
     return applied;
+  }
+
+  /**
+   * Whether every migration is recorded already: then start-up reads one row count and runs no DDL, so a role that
+   * uses the tables without owning them or the database (migrated by another role) can start a node.
+   */
+  private static boolean upToDate(DataSource ds, String schema) {
+    String table = Sql.quoteIdent(schema) + ".schema_version";
+    try (Connection c = ds.getConnection()) {
+      // a plain read of the catalogs, not to_regclass: a name looked up and not found is remembered by the
+      // backend's catalog cache, and the same pooled connection's "create schema if not exists" after another
+      // node created it (invalidations are not read while waiting for the advisory lock) would fail on a
+      // duplicate key
+      try (PreparedStatement ps = c.prepareStatement("select exists (select 1 from pg_catalog.pg_class t"
+          + " join pg_catalog.pg_namespace n on n.oid = t.relnamespace where n.nspname = ? and t.relname = 'schema_version')")) {
+        ps.setString(1, schema);
+        try (ResultSet rs = ps.executeQuery()) {
+          rs.next();
+          if (!rs.getBoolean(1)) {
+            return false;
+          }
+        }
+      }
+      try (PreparedStatement ps = c.prepareStatement("select count(*) from " + table + " where version = any(?)")) {
+        Integer[] versions = MIGRATIONS.stream().map(f -> Integer.parseInt(f.substring(1, f.indexOf("__"))))
+            .toArray(Integer[]::new);
+        ps.setArray(1, c.createArrayOf("int4", versions));
+        try (ResultSet rs = ps.executeQuery()) {
+          rs.next();
+          return rs.getInt(1) == versions.length;
+        }
+      }
+    } catch (SQLException e) {
+      throw Sql.translate("read the schema version", e);
+    }
   }
 
   private static String load(String file) {

@@ -22,8 +22,8 @@ import org.slf4j.LoggerFactory;
  * ({@code pg_stat_user_tables.n_live_tup}) and runs {@code ANALYZE} on a table that holds at least {@link #MIN_ROWS}
  * rows and more than ten times its estimate: a sampled read (at most 30,000 rows at the default statistics target),
  * after which the cached plans are made again. A table never analyzed ({@code reltuples} -1) is left to autovacuum:
- * the planner estimates it from its size. One INFO line per analyze; a role that may not analyze the tables is told
- * once at WARN and the guard stops. Runs on the node's janitor thread; {@link #run()} never throws.
+ * the planner estimates it from its size. One INFO line per analyze; a role that does not own the tables (and so
+ * may not analyze them) is told once at WARN and the guard stops. Runs on the node's janitor thread; {@link #run()} never throws.
  */
 final class StatisticsGuard implements Runnable {
   private static final Logger LOG = LoggerFactory.getLogger(StatisticsGuard.class);
@@ -45,8 +45,8 @@ final class StatisticsGuard implements Runnable {
     this.schema = quotedSchema;
   }
 
-  /** A table whose estimate is far below its live rows. */
-  record Stale(String table, long estimate, long live) {}
+  /** A table whose estimate is far below its live rows; {@code may}: the role owns it (or is a member of its owner). */
+  record Stale(String table, long estimate, long live, boolean may) {}
 
   @Override
   public void run() {
@@ -55,26 +55,28 @@ final class StatisticsGuard implements Runnable {
     }
     try {
       for (Stale s : check()) {
-        analyze(s);
+        if (s.may()) {
+          analyze(s);
+        } else if (!stopped) {
+          // ANALYZE of a table the role does not own is skipped with a warning, not an error: say it here, once
+          stopped = true;
+          LOG.warn("{} - the role does not own {}.{} and may not analyze it; stale row estimates of Queen's tables"
+              + " are left to autovacuum", node, schema, s.table());
+        }
       }
       if (failing) {
         failing = false;
         LOG.info("{} - table statistics are checked again", node);
       }
-    } catch (QueenDatabaseException e) {
-      if ("42501".equals(e.sqlState())) {
+    } catch (RuntimeException e) {
+      String state = e instanceof QueenDatabaseException q ? q.sqlState() : null;
+      if ("42501".equals(state)) {
         stopped = true;
         LOG.warn("{} - the role may not analyze Queen's tables in {} ({}); stale row estimates are left to"
             + " autovacuum", node, schema, Sql.describe(e));
-      } else if ("55P03".equals(e.sqlState())) {
+      } else if ("55P03".equals(state)) {
         LOG.debug("{} - a table was busy (vacuum or analyze running); checking again in {} ms", node, PERIOD_MS);
       } else if (!failing) {
-        failing = true;
-        LOG.warn("{} - could not check the table statistics ({}); trying again every {} ms", node,
-            Sql.describe(e), PERIOD_MS);
-      }
-    } catch (RuntimeException e) {
-      if (!failing) {
         failing = true;
         LOG.warn("{} - could not check the table statistics ({}); trying again every {} ms", node,
             Sql.describe(e), PERIOD_MS);
@@ -86,7 +88,8 @@ final class StatisticsGuard implements Runnable {
   List<Stale> check() {
     return Sql.autoCommit(ds, "statistics check", c -> {
       List<Stale> out = new ArrayList<>();
-      try (PreparedStatement st = c.prepareStatement("select c.relname, c.reltuples::bigint, s.n_live_tup"
+      try (PreparedStatement st = c.prepareStatement("select c.relname, c.reltuples::bigint, s.n_live_tup,"
+          + " pg_has_role(c.relowner, 'USAGE')"
           + " from pg_class c join pg_stat_user_tables s on s.relid = c.oid"
           + " where c.relnamespace = ?::regnamespace and c.relname = any(?) and c.reltuples >= 0"
           + " and s.n_live_tup >= ? and s.n_live_tup > 10 * c.reltuples order by c.relname")) {
@@ -95,7 +98,7 @@ final class StatisticsGuard implements Runnable {
         st.setLong(3, MIN_ROWS);
         try (ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
-            out.add(new Stale(rs.getString(1), rs.getLong(2), rs.getLong(3)));
+            out.add(new Stale(rs.getString(1), rs.getLong(2), rs.getLong(3), rs.getBoolean(4)));
           }
         }
       }

@@ -2,6 +2,7 @@ package io.queen.embedded.internal;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.queen.PushItem;
 import io.queen.Queen;
@@ -34,44 +35,84 @@ class StatisticsGuardTest {
 
   @Test
   void tablesTakenForEmptyAreAnalyzedAndOthersLeftAlone(TestDatabase db) throws Exception {
-    // each step on a pool of its own, closed after it: its backends exit and flush their counts, so the vacuum
-    // finds the rows deleted and the collector's live rows count the refill
-    try (HikariDataSource pool = db.newDataSource(8);
-        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(S).janitor(false).listen(false).start()) {
-      for (String t : List.of("messages", "partitions", "cursors", "kv")) {
-        exec(db, "alter table " + S + "." + t + " set (autovacuum_enabled = false)");
-      }
-      fill(queen);
-      queen.queue("q").delete();
-    }
-    awaitLive(db, "partitions", 0);
-    exec(db, "vacuum (truncate false, analyze) " + S + ".messages", "vacuum (truncate false, analyze) " + S
-        + ".partitions", "vacuum (truncate false, analyze) " + S + ".cursors", "analyze " + S + ".kv");
-    try (HikariDataSource pool = db.newDataSource(8);
-        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(S).janitor(false).listen(false).start()) {
-      fill(queen);
-    }
-    awaitLive(db, "partitions", 2_000);
-    assertThat(reltuples(db, "messages")).isZero();
-    assertThat(reltuples(db, "partitions")).isZero();
-    double kvBefore = reltuples(db, "kv");
-
+    makeStale(db, S);
+    double kvBefore = reltuples(db, S, "kv");
     try (HikariDataSource pool = db.newDataSource(8);
         Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(S).janitor(false).listen(false).start();
         LogCapture logs = LogCapture.start()) {
       QueenImpl node = (QueenImpl) queen;
       Awaitility.await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(500)).untilAsserted(() -> {
         node.guardStatisticsNow();
-        assertThat(reltuples(db, "messages")).isGreaterThan(5_000);
-        assertThat(reltuples(db, "partitions")).isGreaterThan(1_000);
-        assertThat(reltuples(db, "cursors")).isGreaterThan(1_000);
+        assertThat(reltuples(db, S, "messages")).isGreaterThan(5_000);
+        assertThat(reltuples(db, S, "partitions")).isGreaterThan(1_000);
+        assertThat(reltuples(db, S, "cursors")).isGreaterThan(1_000);
       });
       assertThat(logs.linesWith("analyzed", S + "\".messages", "the planner's statistics counted 0 rows")).hasSize(1);
       // a second look finds nothing to do
       node.guardStatisticsNow();
       assertThat(logs.linesWith("analyzed", S + "\".messages")).hasSize(1);
     }
-    assertThat(reltuples(db, "kv")).as("a small table is left to autovacuum").isEqualTo(kvBefore);
+    assertThat(reltuples(db, S, "kv")).as("a small table is left to autovacuum").isEqualTo(kvBefore);
+  }
+
+  /**
+   * A role that uses Queen's tables without owning them may not analyze them (PostgreSQL skips such a table with a
+   * warning, no error): the guard says so once and stops, and nothing fails.
+   */
+  @Test
+  void aRoleThatDoesNotOwnTheTablesIsToldOnceAndLeftAlone(TestDatabase db) throws Exception {
+    String schema = "statsguard_owned";
+    makeStale(db, schema);
+    exec(db, "drop role if exists statsguard_user", "create role statsguard_user login password 'statsguard'",
+        "grant usage on schema " + schema + " to statsguard_user",
+        "grant all on all tables in schema " + schema + " to statsguard_user",
+        "grant all on all sequences in schema " + schema + " to statsguard_user",
+        "grant execute on all functions in schema " + schema + " to statsguard_user");
+    HikariConfig config = new HikariConfig();
+    config.setJdbcUrl(db.jdbcUrl());
+    config.setUsername("statsguard_user");
+    config.setPassword("statsguard");
+    config.setMaximumPoolSize(4);
+    try (HikariDataSource pool = new HikariDataSource(config);
+        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false).start();
+        LogCapture logs = LogCapture.start()) {
+      QueenImpl node = (QueenImpl) queen;
+      node.guardStatisticsNow();
+      node.guardStatisticsNow();
+      assertThat(logs.linesWith("does not own", schema, "left to autovacuum")).hasSize(1);
+      assertThat(logs.linesWith("analyzed")).isEmpty();
+      assertThat(reltuples(db, schema, "messages")).isZero();
+      assertThat(queen.queue("q").partition("p0").push(Map.of("still", "works")).offset()).isPositive();
+    } finally {
+      exec(db, "drop owned by statsguard_user", "drop role statsguard_user");
+    }
+  }
+
+  /**
+   * Schema {@code schema} in the state a vacuum of emptied tables leaves (zero rows recorded, pages kept), holding
+   * 2,000 partitions with their cursors and 10,000 messages again, autovacuum off. Each step on a pool of its own,
+   * closed after it: its backends exit and flush their counts, so the vacuum finds the rows deleted and the
+   * collector's live rows count the refill.
+   */
+  private static void makeStale(TestDatabase db, String schema) throws Exception {
+    try (HikariDataSource pool = db.newDataSource(8);
+        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false).start()) {
+      for (String t : List.of("messages", "partitions", "cursors", "kv")) {
+        exec(db, "alter table " + schema + "." + t + " set (autovacuum_enabled = false)");
+      }
+      fill(queen);
+      queen.queue("q").delete();
+    }
+    awaitLive(db, schema, "partitions", 0);
+    exec(db, "vacuum (truncate false, analyze) " + schema + ".messages", "vacuum (truncate false, analyze) " + schema
+        + ".partitions", "vacuum (truncate false, analyze) " + schema + ".cursors", "analyze " + schema + ".kv");
+    try (HikariDataSource pool = db.newDataSource(8);
+        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false).start()) {
+      fill(queen);
+    }
+    awaitLive(db, schema, "partitions", 2_000);
+    assertThat(reltuples(db, schema, "messages")).isZero();
+    assertThat(reltuples(db, schema, "partitions")).isZero();
   }
 
   /** Queue "q" with group "g" (so every partition has a cursor): 2,000 partitions, 10,000 messages. */
@@ -98,18 +139,19 @@ class StatisticsGuardTest {
   }
 
   /** Waits until the statistics collector counts {@code live} live rows in {@code table}. */
-  private static void awaitLive(TestDatabase db, String table, long live) {
+  private static void awaitLive(TestDatabase db, String schema, String table, long live) {
     Awaitility.await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(200)).until(() -> {
       try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
-          "select n_live_tup from pg_stat_user_tables where relid = '" + S + "." + table + "'::regclass")) {
+          "select n_live_tup from pg_stat_user_tables where relid = '" + schema + "." + table + "'::regclass")) {
         return rs.next() && rs.getLong(1) == live;
       }
     });
   }
 
-  private static double reltuples(TestDatabase db, String table) throws Exception {
+  private static double reltuples(TestDatabase db, String schema, String table) throws Exception {
     try (Connection c = db.connection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("select reltuples from pg_class where oid = '" + S + "." + table + "'::regclass")) {
+        ResultSet rs = st.executeQuery("select reltuples from pg_class where oid = '" + schema + "." + table
+            + "'::regclass")) {
       rs.next();
       return rs.getDouble(1);
     }
