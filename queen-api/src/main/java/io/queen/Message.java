@@ -100,7 +100,8 @@ public final class Message {
 
   /**
    * The de-duplication key given at push, or, for a message pushed without one, the transaction id Queen generated:
-   * the text of {@link #id()}. {@code null} only for messages stored before Queen generated ids (schema version 13).
+   * the text of {@link #id()} (also for messages stored before Queen generated ids, schema version 13). Never
+   * {@code null}.
    */
   public String transactionId() {
     return transactionId;

@@ -10,8 +10,9 @@ import java.util.UUID;
  * @param partition the partition name
  * @param status queued or duplicate
  * @param messageId the stored message's id (for a duplicate: the existing message's id). Ids are made by the
- *     pushing node: version 7 UUIDs (48 bits of Unix milliseconds, a 12-bit sequence, 62 random bits), strictly
- *     increasing within one JVM and ordered by millisecond across JVMs
+ *     pushing node: version 7 UUIDs (48 bits of Unix milliseconds, a 12-bit sequence, 45 random bits, a 17-bit
+ *     rank). The items of one partition in one push are consecutive ids (rank 0, 1, 2, ...); the ids of a later
+ *     push from the same JVM are greater; across JVMs they are ordered by millisecond
  * @param offset the message's offset within the partition (for a duplicate: the existing one's)
  * @param transactionId the item's transaction id, never {@code null}: the caller's, or, for an item pushed
  *     without one, the one Queen generated, which is the text of {@code messageId} (lower-case, 36 characters,

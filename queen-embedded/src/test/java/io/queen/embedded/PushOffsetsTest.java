@@ -173,7 +173,7 @@ class PushOffsetsTest {
       Map<UUID, Long> stored = new HashMap<>();
       long expected = 0;
       try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select m.\"offset\", m.id,"
-          + " m.transaction_id from queen.messages m join queen.partitions p on p.id = m.partition_id join queen.queues qq"
+          + " coalesce(m.transaction_id, m.id::text) from queen.messages m join queen.partitions p on p.id = m.partition_id join queen.queues qq"
           + " on qq.id = p.queue_id where qq.name = ? order by m.\"offset\"")) {
         st.setString(1, q);
         try (ResultSet r = st.executeQuery()) {

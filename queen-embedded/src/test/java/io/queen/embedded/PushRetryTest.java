@@ -238,6 +238,121 @@ class PushRetryTest {
   }
 
   /**
+   * V32: the generated ids of a partition's items in one push are one run; two or more of them are stored without a
+   * transaction-id index entry, under one receipt (the run's first id, the partition, the first offset). Read back,
+   * every message still reports its id's text as its transaction id.
+   */
+  @Test
+  void aBatchGetsOneReceiptPerPartitionInsteadOfAnIndexEntryPerMessage() throws SQLException {
+    queen.queue(q).partition("a").push(body(0)); // creates the partitions (the full push: index entries)
+    queen.queue(q).partition("b").push(body(1));
+    List<PushResult> one = queen.queue(q).partition("a").pushAll(List.of(body(2), body(3), body(4))); // push_partition
+    List<PushResult> two = queen.queue(q).push(List.of(PushItem.of("a", body(5)), PushItem.of("b", body(6)),
+        PushItem.of("a", body(7)), PushItem.of("b", body(8)), PushItem.of("b", body(9)))); // push_fast
+    List<PushResult> single = queen.queue(q).push(List.of(PushItem.of("a", body(10)), PushItem.of("b", body(11)),
+        PushItem.of("b", body(12)))); // "a" has one item: it keeps its index entry
+
+    Map<UUID, long[]> receipts = receipts(q); // anchor -> {partition_id, first_offset}
+    assertThat(receipts).containsOnlyKeys(one.get(0).messageId(), two.get(0).messageId(), two.get(1).messageId(),
+        single.get(1).messageId());
+    assertThat(receipts.get(one.get(0).messageId())[1]).isEqualTo(one.get(0).offset());
+    assertThat(receipts.get(two.get(1).messageId())[1]).isEqualTo(two.get(1).offset());
+    for (List<PushResult> rs : List.of(one, two, single)) {
+      for (PushResult r : rs) {
+        assertThat(r.transactionId()).isEqualTo(r.messageId().toString());
+      }
+    }
+    // the items of a run: ids one apart, in the partition's offset order
+    assertThat(two.get(2).messageId().getLeastSignificantBits() - two.get(0).messageId().getLeastSignificantBits()).isEqualTo(1);
+    assertThat(two.get(4).messageId().getLeastSignificantBits() - two.get(1).messageId().getLeastSignificantBits()).isEqualTo(2);
+    Map<UUID, String> stored = storedTransactionIds(q);
+    assertThat(stored.get(one.get(1).messageId())).isNull();
+    assertThat(stored.get(two.get(3).messageId())).isNull();
+    assertThat(stored.get(single.get(0).messageId())).isEqualTo(single.get(0).transactionId());
+    assertThat(stored.get(single.get(2).messageId())).isNull();
+
+    List<Message> got = queen.queue(q).group("check").subscription(SubscriptionMode.ALL).batch(100).partitions(2).pop();
+    assertThat(got).hasSize(13);
+    got.forEach(m -> assertThat(m.transactionId()).isEqualTo(m.id().toString()));
+  }
+
+  /**
+   * V32: a push under receipts whose every reply is lost (each try commits or finds its items): Queen gives up, and
+   * its items pushed again are found through the receipts, each a DUPLICATE of the message stored for it.
+   */
+  @Test
+  void itemsOfAReceiptPushThatGaveUpArePushedAgainAsDuplicates() {
+    AtomicInteger lose = new AtomicInteger();
+    try (Queen flaky = EmbeddedQueen.builder().dataSource(losingReplies(ds, lose)).nodeId("t4")
+        .connectTimeout(Duration.ofMillis(300)).start()) {
+      flaky.queue(q).partition("p").push(body(0));
+      flaky.queue(q).partition("r").push(body(1));
+      lose.set(Integer.MAX_VALUE);
+      PushOutcomeUnknownException e = catchThrowableOfType(() -> flaky.queue(q).push(List.of(PushItem.of("p", body(2)),
+          PushItem.of("r", body(3)), PushItem.of("p", body(4)), PushItem.of("r", body(5)))), PushOutcomeUnknownException.class);
+      PushOutcomeUnknownException e2 = catchThrowableOfType(() -> flaky.queue(q).partition("p").pushAll(
+          List.of(body(6), body(7), body(8))), PushOutcomeUnknownException.class);
+      lose.set(0);
+      assertThat(receipts(q)).hasSize(3);
+
+      List<PushResult> again = flaky.push(e.items());
+      assertThat(again).extracting(PushResult::status).containsOnly(PushStatus.DUPLICATE);
+      List<PushResult> again2 = flaky.push(List.of(e2.items().get(2), e2.items().get(0))); // a part, in another order
+      assertThat(again2).extracting(PushResult::status).containsOnly(PushStatus.DUPLICATE);
+      Map<UUID, long[]> rows = storedRows(q);
+      for (int i = 0; i < 4; i++) {
+        assertThat(again.get(i).messageId().toString()).isEqualTo(e.items().get(i).transactionId());
+        assertThat(rows.get(again.get(i).messageId())[0]).isEqualTo(2 + i);
+        assertThat(rows.get(again.get(i).messageId())[1]).isEqualTo(again.get(i).offset());
+      }
+      assertThat(rows.get(again2.get(0).messageId())[0]).isEqualTo(8);
+      assertThat(rows.get(again2.get(1).messageId())[0]).isEqualTo(6);
+      // a caller's own id in that form, which no push generated: an ordinary transaction id
+      String foreign = "01900000-0000-7000-8000-000000000005";
+      assertThat(flaky.queue(q).push(List.of(PushItem.of("p", body(9)).transactionId(foreign))).get(0).status())
+          .isEqualTo(PushStatus.QUEUED);
+      assertThat(flaky.queue(q).push(List.of(PushItem.of("p", body(10)).transactionId(foreign))).get(0).status())
+          .isEqualTo(PushStatus.DUPLICATE);
+    }
+    assertThat(storedSeqs(q)).containsExactlyInAnyOrderEntriesOf(
+        Map.of(0, 1, 1, 1, 2, 1, 3, 1, 4, 1, 5, 1, 6, 1, 7, 1, 8, 1, 9, 1));
+  }
+
+  /** anchor → {partition_id, first_offset} of the queue's push receipts. */
+  private Map<UUID, long[]> receipts(String queue) {
+    Map<UUID, long[]> out = new HashMap<>();
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select r.anchor, r.partition_id,"
+        + " r.first_offset from queen.push_receipts r join queen.partitions p on p.id = r.partition_id"
+        + " join queen.queues qq on qq.id = p.queue_id where qq.name = ?")) {
+      st.setString(1, queue);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          out.put(rs.getObject(1, UUID.class), new long[] {rs.getLong(2), rs.getLong(3)});
+        }
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+    return out;
+  }
+
+  /** message id → the transaction_id column as stored. */
+  private Map<UUID, String> storedTransactionIds(String queue) throws SQLException {
+    Map<UUID, String> out = new HashMap<>();
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select m.id, m.transaction_id"
+        + " from queen.messages m join queen.partitions p on p.id = m.partition_id"
+        + " join queen.queues qq on qq.id = p.queue_id where qq.name = ?")) {
+      st.setString(1, queue);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          out.put(rs.getObject(1, UUID.class), rs.getString(2));
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
    * A few hundred pushes from one thread while another terminates the pusher's backends at random moments (running,
    * waiting for its commit, or idle in the pool): every item is stored exactly once.
    */

@@ -117,12 +117,13 @@ public final class Broker {
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
         + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[], ?::text[], ?::int4[],"
-        + " ?::text[])";
+        + " ?::text[], ?::uuid[], ?::int4[])";
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
         + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[],"
-        + " ?::text[], ?::int4[], ?::text[])";
+        + " ?::text[], ?::int4[], ?::text[], ?::uuid[])";
     this.pushPartitionSql = "select partition_id, first_offset from " + this.schema
-        + ".push_partition(?, ?, ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[], ?::text[], ?::int4[], ?::text[])";
+        + ".push_partition(?, ?, ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[], ?::text[], ?::int4[], ?::text[],"
+        + " ?::uuid[], ?::int4[])";
     // pop returns the type, version and key id (V17) with the rows since V21
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
@@ -214,7 +215,7 @@ public final class Broker {
         }
         sent = true;
         if (uncertain) {
-          List<PushResult> res = reconcile(p, push(c, p, false));
+          List<PushResult> res = reconcile(p, push(c, p, false, true));
           LogThrottle.Decision d = recoveries.admit("push-recovered");
           if (d.level() != LogThrottle.Level.SUPPRESS) {
             LOG.info("{} - a push of {} item(s) whose connection was lost was completed by try {}, de-duplicated by"
@@ -224,7 +225,7 @@ public final class Broker {
           return res;
         }
         List<PushResult> fast = p.callerIds() ? null : pushFast(c, p);
-        return fast != null || !full ? fast : push(c, p, false);
+        return fast != null || !full ? fast : push(c, p, false, false);
       } catch (SQLException e) {
         boolean lost = sent && Sql.isConnectionLoss(e);
         uncertain |= lost;
@@ -281,7 +282,7 @@ public final class Broker {
    */
   public List<PushResult> push(Connection c, List<PushItem> items, String defaultQueue, boolean notifyInTransaction)
       throws SQLException {
-    return push(c, prepare(items, defaultQueue, null), notifyInTransaction);
+    return push(c, prepare(items, defaultQueue, null), notifyInTransaction, false);
   }
 
   /**
@@ -291,7 +292,7 @@ public final class Broker {
   public List<PushResult> push(Connection c, List<PushItem> items, List<String> payloadJson, boolean notifyInTransaction)
       throws SQLException {
     try {
-      return push(c, prepare(items, null, payloadJson), notifyInTransaction);
+      return push(c, prepare(items, null, payloadJson), notifyInTransaction, false);
     } catch (StaleEncryptionView e) {
       throw new io.queen.EncryptionException(e.queue, "queue '" + e.queue + "' was switched to encryption after this node"
           + " read its options: nothing of this transaction was committed; commit it again (it will be sealed)");
@@ -494,6 +495,28 @@ public final class Broker {
     if (m == 1) {
       return pushPartition(c, p);
     }
+    // a partition with two or more items, which are one run of ids ranked as here, gets one receipt and its items
+    // no transaction-id index entry (V32); a single item keeps its entry (a receipt row would cost more)
+    UUID[] pairAnchor = new UUID[m];
+    for (int i = 0; i < n; i++) {
+      int k = itemPair[i] - 1;
+      if (itemRank[i] == 0 && pairCount.get(k) >= 2) {
+        pairAnchor[k] = anchor(ids[i]);
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      UUID a = pairAnchor[itemPair[i] - 1];
+      if (a != null && (rank(ids[i]) != itemRank[i] || !anchor(ids[i]).equals(a))) {
+        pairAnchor[itemPair[i] - 1] = null;
+      }
+    }
+    String[] txn = new String[n];
+    boolean anyAnchor = false;
+    for (int i = 0; i < n; i++) {
+      boolean covered = pairAnchor[itemPair[i] - 1] != null;
+      txn[i] = covered ? null : p.txnIds[i];
+      anyAnchor |= covered;
+    }
     long[] first = new long[m + 1];
     int rows = 0;
     try (PreparedStatement st = c.prepareStatement(pushFastSql)) {
@@ -504,8 +527,13 @@ public final class Broker {
       st.setArray(5, c.createArrayOf("uuid", ids));
       st.setArray(6, c.createArrayOf("text", p.payloads));
       st.setArray(7, c.createArrayOf("text", p.traceIds));
-      st.setArray(8, c.createArrayOf("text", p.txnIds));
+      st.setArray(8, c.createArrayOf("text", txn));
       bindTyped(c, st, 9, p);
+      if (anyAnchor) {
+        st.setArray(12, c.createArrayOf("uuid", pairAnchor));
+      } else {
+        st.setNull(12, Types.ARRAY);
+      }
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           first[rs.getInt(1)] = rs.getLong(3);
@@ -533,6 +561,30 @@ public final class Broker {
    * position. Returns {@code null}, having changed nothing, when the batch needs the full push.
    */
   private List<PushResult> pushPartition(Connection c, Prepared p) throws SQLException {
+    // runs of two or more items whose ids are one run, in rank order (one call's items; a combined push holds several
+    // calls): one receipt each, and their items no transaction-id index entry (V32)
+    int n = p.queues.length;
+    String[] txn = p.txnIds;
+    List<UUID> anchors = null;
+    List<Integer> starts = null;
+    for (int i = 0; i < n; ) {
+      UUID a = anchor(p.ids[i]);
+      int j = i;
+      while (j < n && rank(p.ids[j]) == j - i && anchor(p.ids[j]).equals(a)) {
+        j++;
+      }
+      if (j - i >= 2) {
+        if (anchors == null) {
+          anchors = new ArrayList<>();
+          starts = new ArrayList<>();
+          txn = p.txnIds.clone();
+        }
+        anchors.add(a);
+        starts.add(i);
+        Arrays.fill(txn, i, j, null);
+      }
+      i = Math.max(j, i + 1);
+    }
     long first;
     try (PreparedStatement st = c.prepareStatement(pushPartitionSql)) {
       st.setString(1, p.queues[0]);
@@ -540,8 +592,15 @@ public final class Broker {
       st.setArray(3, c.createArrayOf("uuid", p.ids));
       st.setArray(4, c.createArrayOf("text", p.payloads));
       st.setArray(5, c.createArrayOf("text", p.traceIds));
-      st.setArray(6, c.createArrayOf("text", p.txnIds));
+      st.setArray(6, c.createArrayOf("text", txn));
       bindTyped(c, st, 7, p);
+      if (anchors != null) {
+        st.setArray(10, c.createArrayOf("uuid", anchors.toArray()));
+        st.setArray(11, c.createArrayOf("int4", starts.toArray()));
+      } else {
+        st.setNull(10, Types.ARRAY);
+        st.setNull(11, Types.ARRAY);
+      }
       try (ResultSet rs = st.executeQuery()) {
         rs.next();
         first = rs.getLong(2);
@@ -560,13 +619,18 @@ public final class Broker {
   /** The last 60-bit time-and-sequence prefix handed out by {@link #timeOrderedUuid} in this JVM. */
   private static final java.util.concurrent.atomic.AtomicLong LAST_ID_PREFIX = new java.util.concurrent.atomic.AtomicLong();
 
+  /** The low bits of a generated id that number the items of one partition in one push (at most 100,000 < 2^17). */
+  static final int RANK_BITS = 17;
+  private static final long RANK_MASK = (1L << RANK_BITS) - 1;
+
   /**
-   * A version 7 UUID (RFC 9562): 48 bits of Unix time in milliseconds, the version (7), 12 bits of a
-   * sequence that makes ids of the same millisecond increase (RFC 9562's "method 1"; it carries into the
-   * time field when more than 4096 ids are made in one millisecond), the variant, and 62 random bits from
-   * the thread's generator. So ids made in this JVM are strictly increasing, as numbers and as their
-   * lower-case text, ids of different JVMs are ordered by millisecond, and two ids never collide (one
-   * compare-and-set per id; no lock shared by pushers). Not secret.
+   * A version 7 UUID (RFC 9562) to number a run of messages from: 48 bits of Unix time in milliseconds, the version
+   * (7), 12 bits of a sequence that makes runs of the same millisecond increase (RFC 9562's "method 1"; it carries
+   * into the time field when more than 4096 are made in one millisecond), the variant, 45 random bits from the
+   * thread's generator and 17 zero bits. The run's messages take this id + their rank (0, 1, 2, ...) in those low
+   * bits. So ids made in this JVM never repeat and increase within a run and from one run to the next, ids of
+   * different JVMs are ordered by millisecond, and {@link #anchor} of any id of the run is the run's first id (one
+   * compare-and-set per run; no lock shared by pushers). Not secret.
    */
   static UUID timeOrderedUuid() {
     long now = System.currentTimeMillis() << 12;
@@ -577,8 +641,102 @@ public final class Broker {
       next = Math.max(now, prev + 1);
     } while (!LAST_ID_PREFIX.compareAndSet(prev, next));
     long msb = ((next >>> 12) << 16) | 0x7000L | (next & 0xfffL);
-    long lsb = (java.util.concurrent.ThreadLocalRandom.current().nextLong() & 0x3fffffffffffffffL) | 0x8000000000000000L;
+    long lsb = (java.util.concurrent.ThreadLocalRandom.current().nextLong() & 0x3fffffffffffffffL & ~RANK_MASK)
+        | 0x8000000000000000L;
     return new UUID(msb, lsb);
+  }
+
+  /** A popped message's transaction id: one stored under a receipt (V32) has none in its row, and is its id. */
+  private static String transactionId(String stored, UUID id) {
+    return stored != null ? stored : id.toString();
+  }
+
+  /** How long a push's receipts are kept: a push of {@link PushOutcomeUnknownException#items()} finds them for so long. */
+  public static final Duration RECEIPT_RETENTION = Duration.ofHours(24);
+  /** Receipts removed per statement by {@link #forgetOldReceipts}. */
+  static final int RECEIPT_CHUNK = 10_000;
+
+  /**
+   * Janitor: removes the receipts of pushes older than {@link #RECEIPT_RETENTION} (by the time in their ids, through
+   * the primary key, {@link #RECEIPT_CHUNK} at a time, at most {@code maxChunks} statements). Returns how many.
+   */
+  public static long forgetOldReceipts(DataSource ds, String quotedSchema, int maxChunks) {
+    long cutoffMillis = System.currentTimeMillis() - RECEIPT_RETENTION.toMillis();
+    UUID bound = new UUID(cutoffMillis << 16, 0L); // below every id made in that millisecond or later
+    long removed = 0;
+    for (int chunk = 0; chunk < maxChunks; chunk++) {
+      int n = Sql.autoCommit(ds, "remove old push receipts", c -> {
+        try (PreparedStatement st = c.prepareStatement("delete from " + quotedSchema + ".push_receipts where anchor in"
+            + " (select anchor from " + quotedSchema + ".push_receipts where anchor < ? order by anchor limit ?)")) {
+          st.setObject(1, bound);
+          st.setInt(2, RECEIPT_CHUNK);
+          return st.executeUpdate();
+        }
+      });
+      removed += n;
+      if (n < RECEIPT_CHUNK) {
+        break;
+      }
+    }
+    return removed;
+  }
+
+  /** The first id of the run a generated id belongs to (its rank bits cleared). */
+  static UUID anchor(UUID id) {
+    return new UUID(id.getMostSignificantBits(), id.getLeastSignificantBits() & ~RANK_MASK);
+  }
+
+  /** A generated id's rank in its run. */
+  static int rank(UUID id) {
+    return (int) (id.getLeastSignificantBits() & RANK_MASK);
+  }
+
+  /**
+   * The id a transaction id names when it has the form of an id Queen generates (a lower-case version 7 UUID), for
+   * the receipt look-up of a push of {@link PushOutcomeUnknownException#items()}; {@code null} otherwise.
+   */
+  static UUID generatedForm(String transactionId) {
+    if (transactionId == null || transactionId.length() != 36 || transactionId.charAt(14) != '7') {
+      return null;
+    }
+    try {
+      UUID u = UUID.fromString(transactionId);
+      return u.variant() == 2 && u.toString().equals(transactionId) ? u : null;
+    } catch (IllegalArgumentException e) {
+      return null;
+    }
+  }
+
+  /**
+   * The message ids of one push: the items of one partition are one run ({@link #timeOrderedUuid} + their rank), so
+   * that one receipt row can stand for all of them (V32).
+   */
+  private static final class Runs {
+    private String lastQueue;
+    private String lastPartition;
+    private long[] lastRun; // the run's first id (msb, lsb) and the next rank
+    private java.util.Map<String, long[]> byPair; // only once a second partition appears
+
+    UUID next(String queue, String partition) {
+      if (lastRun == null || !queue.equals(lastQueue) || !Objects.equals(partition, lastPartition)) {
+        if (lastRun != null && byPair == null) {
+          byPair = new java.util.HashMap<>();
+          byPair.put(lastQueue + '\u0000' + lastPartition, lastRun);
+        }
+        long[] run = byPair == null ? null : byPair.get(queue + '\u0000' + partition);
+        if (run == null) {
+          UUID first = timeOrderedUuid();
+          run = new long[] {first.getMostSignificantBits(), first.getLeastSignificantBits(), 0};
+          if (byPair != null) {
+            byPair.put(queue + '\u0000' + partition, run);
+          }
+        }
+        lastRun = run;
+        lastQueue = queue;
+        lastPartition = partition;
+      }
+      return new UUID(lastRun[0], lastRun[1] | lastRun[2]++);
+    }
   }
 
   private Prepared prepare(List<PushItem> items, String defaultQueue, List<String> payloadJson) {
@@ -599,6 +757,7 @@ public final class Broker {
     String[] ty = null;
     Integer[] ve = null;
     boolean callerIds = false;
+    Runs runs = new Runs();
     for (int i = 0; i < n; i++) {
       PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
       String q = it.queue() != null ? it.queue() : defaultQueue;
@@ -608,7 +767,7 @@ public final class Broker {
       qs[i] = Names.queue(q);
       ps[i] = it.partition();
       pl[i] = payloadJson != null ? payloadJson.get(i) : payloadJson(it.payload(), "items[" + i + "].payload");
-      ids[i] = timeOrderedUuid();
+      ids[i] = runs.next(qs[i], ps[i]);
       callerIds |= it.transactionId() != null;
       tx[i] = it.transactionId() != null ? it.transactionId() : ids[i].toString();
       tr[i] = it.traceId();
@@ -673,8 +832,29 @@ public final class Broker {
     }
   }
 
-  private List<PushResult> push(Connection c, Prepared p, boolean notify) throws SQLException {
-    List<PushResult> out = new ArrayList<>(p.queues.length);
+  /**
+   * The de-duplicating push. {@code afterUnknown}: a try of this call may have committed, so the generated ids are
+   * looked up too; a caller's transaction id that has the form of a generated id (the items of a
+   * {@link PushOutcomeUnknownException}) is looked up in any case. Such an id may have been stored without an
+   * index entry, under a receipt (V32): the look-up passes its run's first id and its rank.
+   */
+  private List<PushResult> push(Connection c, Prepared p, boolean notify, boolean afterUnknown) throws SQLException {
+    int n = p.queues.length;
+    List<PushResult> out = new ArrayList<>(n);
+    UUID[] anchors = null;
+    Integer[] ranks = null;
+    for (int i = 0; i < n; i++) {
+      boolean generated = p.txnIds[i].equals(p.ids[i].toString());
+      UUID named = generated ? (afterUnknown ? p.ids[i] : null) : generatedForm(p.txnIds[i]);
+      if (named != null) {
+        if (anchors == null) {
+          anchors = new UUID[n];
+          ranks = new Integer[n];
+        }
+        anchors[i] = anchor(named);
+        ranks[i] = rank(named);
+      }
+    }
     try (PreparedStatement st = c.prepareStatement(pushSql)) {
       st.setArray(1, c.createArrayOf("text", p.queues));
       st.setArray(2, c.createArrayOf("text", p.partitions));
@@ -684,6 +864,13 @@ public final class Broker {
       st.setBoolean(6, notify);
       st.setArray(7, c.createArrayOf("uuid", p.ids));
       bindTyped(c, st, 8, p);
+      if (anchors != null) {
+        st.setArray(11, c.createArrayOf("uuid", anchors));
+        st.setArray(12, c.createArrayOf("int4", ranks));
+      } else {
+        st.setNull(11, Types.ARRAY);
+        st.setNull(12, Types.ARRAY);
+      }
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int i = rs.getInt(1) - 1;
@@ -777,7 +964,7 @@ public final class Broker {
               error = e.getMessage(); // a sealed payload that fails its check: never the content
             }
             out.add(new Popped(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3),
-                rs.getObject(4, UUID.class), rs.getString(5), rs.getString(6),
+                rs.getObject(4, UUID.class), transactionId(rs.getString(5), rs.getObject(4, UUID.class)), rs.getString(6),
                 payload != null ? payload : NullNode.getInstance(), rs.getTimestamp(8).toInstant(), r.group(),
                 rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper(), rs.getString(11), rs.getInt(12), types),
                 error, missingKey));

@@ -114,6 +114,7 @@ public final class QueenImpl implements Queen {
       Extensions.startJanitor(q);
       if (config.janitor()) {
         q.scheduler.scheduleWithFixedDelay(q::forgetOldNodes, 1_000, FORGET_NODES_PERIOD_MS, TimeUnit.MILLISECONDS);
+        q.janitor.scheduleWithFixedDelay(q::forgetOldReceipts, 5_000, FORGET_RECEIPTS_PERIOD_MS, TimeUnit.MILLISECONDS);
       }
       q.metrics.bindListener(q.wakeups::connected);
       q.janitor.scheduleWithFixedDelay(q.groupWatch, 0, GroupWatch.PERIOD_MS, TimeUnit.MILLISECONDS);
@@ -151,6 +152,21 @@ public final class QueenImpl implements Queen {
         io.queen.embedded.spi.ConnectorProvider.class, QueenImpl.class.getClassLoader())) {
       connectors = p.start(new ConnectorHostImpl(this));
       return;
+    }
+  }
+
+  /** How often the janitor removes push receipts older than {@link Broker#RECEIPT_RETENTION}. */
+  static final long FORGET_RECEIPTS_PERIOD_MS = 60_000;
+
+  /** Removes old push receipts (at most 100 chunks a pass; the next pass goes on); never throws. */
+  void forgetOldReceipts() {
+    try {
+      long n = Broker.forgetOldReceipts(ds, broker.schema(), 100);
+      if (n > 0) {
+        LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n, Broker.RECEIPT_RETENTION);
+      }
+    } catch (RuntimeException e) {
+      LOG.debug("{} - could not remove old push receipts ({})", config.nodeId(), Sql.describe(e));
     }
   }
 

@@ -1,0 +1,82 @@
+package io.queen.embedded.internal;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.queen.Queen;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The janitor's removal of push receipts (V32): receipts whose run was made more than {@link Broker#RECEIPT_RETENTION}
+ * ago go, in chunks through the primary key; younger ones stay; the ids' layout gives the run and the rank.
+ */
+@QueenPostgres
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class PushReceiptsJanitorTest {
+  private static final String S = "receipts";
+
+  @Test
+  void receiptsOlderThanTheirRetentionAreRemovedAndYoungerOnesKept(TestDatabase db) throws Exception {
+    try (HikariDataSource pool = db.newDataSource(4);
+        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(S).janitor(false).listen(false).start()) {
+      queen.queue("q").partition("p").push(java.util.Map.of("seq", 0));
+      queen.queue("q").partition("p").pushAll(List.of(java.util.Map.of("seq", 1), java.util.Map.of("seq", 2)));
+      long now = System.currentTimeMillis();
+      List<UUID> old = new ArrayList<>();
+      try (Connection c = pool.getConnection();
+          PreparedStatement st = c.prepareStatement("insert into " + S + ".push_receipts values (?, 1, 0)")) {
+        for (int i = 0; i < Broker.RECEIPT_CHUNK + 5; i++) { // more than one chunk
+          UUID id = new UUID(((now - Broker.RECEIPT_RETENTION.toMillis() - 60_000 - i) << 16) | 0x7000L, 0x8000000000000000L);
+          old.add(id);
+          st.setObject(1, id);
+          st.addBatch();
+        }
+        st.setObject(1, new UUID(((now - Broker.RECEIPT_RETENTION.toMillis() + 60_000) << 16) | 0x7000L, 0x8000000000000000L));
+        st.addBatch();
+        st.executeBatch();
+      }
+      assertThat(count(pool)).isEqualTo(Broker.RECEIPT_CHUNK + 5 + 2);
+
+      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", 100)).isEqualTo(Broker.RECEIPT_CHUNK + 5);
+      assertThat(count(pool)).as("the push's receipt and the one a minute short of the retention").isEqualTo(2);
+      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", 100)).isZero();
+    }
+  }
+
+  @Test
+  void theIdsOfOnePartitionInOnePushAreOneRun() {
+    UUID first = Broker.timeOrderedUuid();
+    assertThat(Broker.rank(first)).isZero();
+    assertThat(first.version()).isEqualTo(7);
+    assertThat(first.variant()).isEqualTo(2);
+    UUID fifth = new UUID(first.getMostSignificantBits(), first.getLeastSignificantBits() + 4);
+    assertThat(Broker.anchor(fifth)).isEqualTo(first);
+    assertThat(Broker.rank(fifth)).isEqualTo(4);
+    assertThat(Broker.generatedForm(fifth.toString())).isEqualTo(fifth);
+    assertThat(Broker.generatedForm(fifth.toString().toUpperCase())).isNull();
+    assertThat(Broker.generatedForm("t-1")).isNull();
+    assertThat(Broker.generatedForm(UUID.randomUUID().toString())).isNull(); // version 4
+    UUID next = Broker.timeOrderedUuid();
+    assertThat(next.toString()).isGreaterThan(new UUID(first.getMostSignificantBits(),
+        first.getLeastSignificantBits() | ((1L << Broker.RANK_BITS) - 1)).toString());
+  }
+
+  private static long count(HikariDataSource pool) throws Exception {
+    try (Connection c = pool.getConnection();
+        ResultSet rs = c.createStatement().executeQuery("select count(*) from " + S + ".push_receipts")) {
+      rs.next();
+      return rs.getLong(1);
+    }
+  }
+}
