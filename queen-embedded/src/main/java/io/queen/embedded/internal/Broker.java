@@ -116,13 +116,13 @@ public final class Broker {
     this.node = node;
     this.wakeups = wakeups;
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
-        + ".push(?::text[], ?::text[], ?::text[]::jsonb[], ?::text[], ?::text[], ?, ?::uuid[], ?::text[], ?::int4[],"
+        + ".push(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?, ?::uuid[], ?::text[], ?::int4[],"
         + " ?::text[], ?::uuid[], ?::int4[])";
     this.pushFastSql = "select pair, partition_id, first_offset from " + this.schema
-        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[],"
+        + ".push_fast(?::text[], ?::text[], ?::int4[], ?::int4[], ?::uuid[], ?::text[], ?::text[], ?::text[],"
         + " ?::text[], ?::int4[], ?::text[], ?::uuid[])";
     this.pushPartitionSql = "select partition_id, first_offset from " + this.schema
-        + ".push_partition(?, ?, ?::uuid[], ?::text[]::jsonb[], ?::text[], ?::text[], ?::text[], ?::int4[], ?::text[],"
+        + ".push_partition(?, ?, ?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int4[], ?::text[],"
         + " ?::uuid[], ?::int4[])";
     // pop returns the type, version and key id (V17) with the rows since V21
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"

@@ -89,10 +89,11 @@ class NewPartitionsPushTest {
   void theInstalledPushCreatesNewPartitionsAtTheirFinalOffset() throws Exception {
     try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
         "select p.prosrc from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
-            + " where n.nspname = 'newparts' and p.proname = 'push'")) {
+            + " where n.nspname = 'newparts' and p.proname = 'push' and 'p_anchors' = any(p.proargnames)")) {
+      // (V32 keeps the previous version's push, with its own signature, for nodes of that version during an upgrade)
       assertThat(rs.next()).isTrue();
       assertThat(rs.getString(1)).contains("v_preset").contains("payload_type").contains("v_created");
-      assertThat(rs.next()).as("one push function").isFalse();
+      assertThat(rs.next()).as("one push function this version calls").isFalse();
     }
     try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
         "select name from newparts.schema_version where version = 23")) {
@@ -321,7 +322,7 @@ class NewPartitionsPushTest {
         payloads[p] = "{\"n\": " + p + "}";
       }
       try (PreparedStatement st = a.prepareStatement("select count(*) from newparts.push(?::text[], ?::text[],"
-          + " ?::text[]::jsonb[], ?::text[], ?::text[])")) {
+          + " ?::text[], ?::text[], ?::text[], true, null, null, null, null, null, null)")) {
         st.setArray(1, a.createArrayOf("text", qs));
         st.setArray(2, a.createArrayOf("text", names.toArray()));
         st.setArray(3, a.createArrayOf("text", payloads));
