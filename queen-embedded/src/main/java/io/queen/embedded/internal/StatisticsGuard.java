@@ -31,7 +31,8 @@ final class StatisticsGuard implements Runnable {
   static final long PERIOD_MS = 10_000;
   /** Tables below this many live rows are left alone: any plan reads them quickly. */
   static final long MIN_ROWS = 1_000;
-  private static final String[] TABLES = {"messages", "partitions", "cursors", "redeliveries", "dead_letters", "kv"};
+  private static final String[] TABLES = {"messages", "partitions", "cursors", "redeliveries", "dead_letters", "kv",
+      "push_receipts"};
 
   private final String node;
   private final DataSource ds;
