@@ -967,8 +967,9 @@ public final class Broker {
             } catch (IllegalArgumentException e) {
               error = e.getMessage(); // a sealed payload that fails its check: never the content
             }
+            UUID id = rs.getObject(4, UUID.class);
             out.add(new Popped(new Message(r.queue(), rs.getString(1), rs.getLong(2), rs.getLong(3),
-                rs.getObject(4, UUID.class), transactionId(rs.getString(5), rs.getObject(4, UUID.class)), rs.getString(6),
+                id, transactionId(rs.getString(5), id), rs.getString(6),
                 payload != null ? payload : NullNode.getInstance(), rs.getTimestamp(8).toInstant(), r.group(),
                 rs.getObject(9, UUID.class), rs.getInt(10), codec.mapper(), rs.getString(11), rs.getInt(12), types),
                 error, missingKey));
