@@ -55,7 +55,8 @@ import java.util.function.Function;
  * </pre>
  *
  * <p>Options: {@code --only name,name} ({@value #NAMES_TEXT}), {@code --seconds N} (timed window of each throughput phase,
- * default 8), {@code --warmup N} (seconds, default 2), {@code --scale X} (multiplies the pop+ack backlog and the partition
+ * default 8), {@code --warmup N} (seconds, default 2), {@code --jit-warmup N} (seconds of unmeasured pushes on both sides
+ * before the first push phase, default 12; 0 skips it), {@code --scale X} (multiplies the pop+ack backlog and the partition
  * count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
  * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --sustained-minutes N} (sustained_push_pop, default 10),
  * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
@@ -70,7 +71,8 @@ import java.util.function.Function;
  *
  * <p>Method. Each throughput phase starts from a vacuumed, analysed, checkpointed database and a fresh queue (Queen) or an empty
  * table (raw); it runs {@value #THREADS} threads from a fixed pool, discards a warm-up, and counts messages completed inside the
- * timed window divided by its length. The raw baselines are the fastest honest plain-JDBC way to do the same work: one
+ * timed window divided by its length. Before the first push phase both sides' push code runs unmeasured for {@code --jit-warmup}
+ * seconds, so that no push phase measures the just-in-time compiler at work. The raw baselines are the fastest honest plain-JDBC way to do the same work: one
  * autocommit statement per batch (a single statement is its own transaction, so it saves the BEGIN/COMMIT round trips that
  * any multi-statement broker operation pays), server-side prepared after pgjdbc's threshold, one pinned connection per thread.
  */
@@ -123,7 +125,7 @@ public final class QueenBenchmark {
   /** Parsed command line. */
   record Options(Set<String> only, Duration window, Duration warmup, double scale, int popackPartitions, int latencyRate,
       Duration latencyWindow, int latencyBatch, int latencyPartitions, boolean diagnose, Duration e2eWindow,
-      Duration steadyWindow, Duration heldWindow, int sustainedMinutes) {
+      Duration steadyWindow, Duration heldWindow, int sustainedMinutes, Duration jitWarmup) {
 
     static Options parse(String[] args) {
       Set<String> only = null;
@@ -134,6 +136,7 @@ public final class QueenBenchmark {
       int sustainedMinutes = 10;
       double seconds = 8;
       double warmup = 2;
+      double jitWarmup = 12;
       double scale = 1;
       int popackPartitions = 0;
       int latencyRate = 500;
@@ -190,6 +193,7 @@ public final class QueenBenchmark {
             }
             case "--seconds" -> seconds = range(key, Double.parseDouble(value), 0.5, 3600);
             case "--warmup" -> warmup = range(key, Double.parseDouble(value), 0, 600);
+            case "--jit-warmup" -> jitWarmup = range(key, Double.parseDouble(value), 0, 600);
             case "--scale" -> scale = range(key, Double.parseDouble(value), 0.01, 100);
             case "--popack-partitions" -> popackPartitions = (int) range(key, Integer.parseInt(value), 1, 1000);
             case "--latency-rate" -> latencyRate = (int) range(key, Integer.parseInt(value), 1, 100_000);
@@ -214,7 +218,7 @@ public final class QueenBenchmark {
       }
       return new Options(only, millis(seconds), millis(warmup), scale, popackPartitions, latencyRate, millis(latencySeconds),
           latencyBatch, latencyPartitions, diagnose, millis(e2eSeconds), millis(steadySeconds), millis(heldSeconds),
-          sustainedMinutes);
+          sustainedMinutes, millis(jitWarmup));
     }
 
     private static double range(String key, double v, double min, double max) {
@@ -255,6 +259,8 @@ public final class QueenBenchmark {
   private TestDatabase db;
   /** WAL bytes per message of the last {@link #measure} (all WAL the server wrote meanwhile, over every message done). */
   private double lastWalPerMessage;
+  /** COPY text lines of the payloads, made once (rawCopyWorker). */
+  private byte[][] copyLines;
   private HikariDataSource queenPool;
   private HikariDataSource rawPool;
   private Queen queen;
@@ -279,7 +285,7 @@ public final class QueenBenchmark {
       if (e.getMessage() != null) {
         System.err.println("error: " + e.getMessage());
       }
-      System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2] [--scale 1]"
+      System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2] [--jit-warmup 12] [--scale 1]"
           + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--latency-batch 10]"
           + " [--latency-partitions 10] [--e2e-seconds 60] [--steady-seconds 20] [--held-seconds 60] [--sustained-minutes 10]"
           + " [--long] [--diagnose]");
@@ -325,6 +331,9 @@ public final class QueenBenchmark {
       }
       queen = EmbeddedQueen.builder().dataSource(queenPool).nodeId("bench").start();
       EngineBench engine = new EngineBench(this);
+      if (options.only().stream().anyMatch(PUSH_PHASES::contains) && !options.jitWarmup().isZero()) {
+        jitWarmup();
+      }
       for (String name : options.only()) {
         say("");
         say("== " + name);
@@ -371,6 +380,89 @@ public final class QueenBenchmark {
   }
 
   // ---------------------------------------------------------------------------------------------------------------- push
+
+  /**
+   * The phases after whose first {@link #jitWarmup()} runs: the four push phases, and sustained_push_pop (whose ratio,
+   * last minute ÷ first, would otherwise gain from the compiler's share of its first minute).
+   */
+  static final Set<String> PUSH_PHASES = Set.of("push_batch100", "push_batch1", "push_batch1000", "push_hot_partition",
+      "sustained_push_pop");
+
+  /**
+   * Runs the push phases' code on both sides, unmeasured, for {@code --jit-warmup} seconds (default 12) before the first
+   * of {@link #PUSH_PHASES}, half on each side: Queen's pushes of 100 over 10 partitions, of one, of 1,000 over 10 and of 10 into one
+   * partition from two threads, in turn; the raw side's 100-row and one-row INSERTs and its COPY of 1,000, in turn. Each
+   * phase's own warm-up (2 s) is too short for the just-in-time compiler on 2 cores: in the first push phase's window
+   * its threads took 0.43 of a core beside the 4 pushing threads' 0.34 (their 0.19 once compiled). Without this, that
+   * phase measured Queen's code while it was being compiled and the raw side with pgjdbc already compiled by Queen's run.
+   */
+  private void jitWarmup() throws Exception {
+    Duration half = options.jitWarmup().dividedBy(2);
+    say("");
+    say("== JIT warm-up of the push code, " + options.jitWarmup().toMillis() / 1000.0 + " s (not measured)");
+    String q = queueName("jit-warmup");
+    prime(queen.queue(q), partitionNames);
+    int per = BIG_BATCH / BIG_BATCH_PARTITIONS;
+    measure("jit-warmup-queen", THREADS, i -> {
+      QueueClient queue = queen.queue(q);
+      SplittableRandom random = new SplittableRandom(500 + i);
+      int[] turn = {i};
+      return () -> {
+        int shape = turn[0]++ % 4;
+        int size = shape == 0 ? BATCH : shape == 1 ? 1 : shape == 2 ? BIG_BATCH : HOT_BATCH;
+        int[] parts = pickDistinct(random, PARTITIONS, BIG_BATCH_PARTITIONS);
+        List<PushItem> items = new ArrayList<>(size);
+        for (int k = 0; k < size; k++) {
+          String partition = shape == 3 ? "p-hot-" + (i % 2) : shape == 2 ? partitionNames[parts[k / per]]
+              : partitionNames[parts[k / Math.max(1, size / PARTITIONS_PER_BATCH)]];
+          items.add(PushItem.of(partition, Json.of(payloads.get(random.nextInt()))));
+        }
+        if (shape == 1) {
+          queue.partition(items.get(0).partition()).push(items.get(0).payload());
+        } else {
+          queue.push(items);
+        }
+        return size;
+      };
+    }, Window.timed(Duration.ZERO, half));
+    deleteQueue(q);
+    String insert100 = multiRowInsert(BATCH);
+    String insert1 = multiRowInsert(1);
+    measure("jit-warmup-raw", THREADS, i -> {
+      SplittableRandom random = new SplittableRandom(500 + i);
+      Worker copy = rawCopyWorker(600 + i);
+      Connection c = rawPool.getConnection();
+      c.setAutoCommit(true);
+      PreparedStatement ps100 = c.prepareStatement(insert100);
+      PreparedStatement ps1 = c.prepareStatement(insert1);
+      int[] turn = {i};
+      return new Worker() {
+        @Override
+        public int step() throws Exception {
+          int shape = turn[0]++ % 3;
+          if (shape == 2) {
+            return copy.step();
+          }
+          PreparedStatement ps = shape == 0 ? ps100 : ps1;
+          int rows = shape == 0 ? BATCH : 1;
+          for (int k = 0; k < rows; k++) {
+            ps.setString(2 * k + 1, partitionNames[random.nextInt(PARTITIONS)]);
+            ps.setString(2 * k + 2, payloads.get(random.nextInt()));
+          }
+          ps.executeUpdate();
+          return rows;
+        }
+
+        @Override
+        public void close() throws SQLException {
+          try (c; ps100; ps1) {
+            copy.close();
+          }
+        }
+      };
+    }, Window.timed(Duration.ZERO, half));
+    truncateRaw();
+  }
 
   /** Queen: batches of 100 payloads over 10 random partitions (10 each) of 1,000. Raw: the same rows in one multi-row INSERT. */
   private void pushBatch100() throws Exception {
@@ -578,54 +670,65 @@ public final class QueenBenchmark {
     progress("Queen", queenR);
     deleteQueue(q);
 
-    // COPY's text format: the payloads are ASCII JSON without backslashes, tabs or line breaks, so they go as they are
-    byte[][] lineOf = new byte[payloads.count()][];
-    for (int k = 0; k < lineOf.length; k++) {
-      String text = payloads.get(k);
-      if (text.indexOf('\\') >= 0 || text.indexOf('\t') >= 0 || text.indexOf('\n') >= 0) {
-        throw new IllegalStateException("payload " + k + " needs COPY escaping");
-      }
-      lineOf[k] = ("\t" + text + "\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII);
-    }
     settle();
-    String copySql = "COPY " + RAW_TABLE + " (partition, payload) FROM STDIN";
-    Result rawR = measure("push1000-raw", THREADS, i -> {
-      SplittableRandom random = new SplittableRandom(3000 + i);
-      Connection c = rawPool.getConnection();
-      c.setAutoCommit(true);
-      org.postgresql.copy.CopyManager copy = c.unwrap(org.postgresql.PGConnection.class).getCopyAPI();
-      java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream(BIG_BATCH * (Payloads.SIZE + 8));
-      return new Worker() {
-        @Override
-        public int step() throws Exception {
-          int[] parts = pickDistinct(random, PARTITIONS, BIG_BATCH_PARTITIONS);
-          buf.reset();
-          for (int k = 0; k < BIG_BATCH; k++) {
-            buf.write(partitionNames[parts[k / per]].getBytes(java.nio.charset.StandardCharsets.US_ASCII));
-            buf.write(lineOf[Math.floorMod(random.nextInt(), lineOf.length)]);
-          }
-          org.postgresql.copy.CopyIn in = copy.copyIn(copySql);
-          byte[] bytes = buf.toByteArray();
-          in.writeToCopy(bytes, 0, bytes.length);
-          long n = in.endCopy();
-          if (n != BIG_BATCH) {
-            throw new IllegalStateException("COPY stored " + n + " rows of " + BIG_BATCH);
-          }
-          return BIG_BATCH;
-        }
-
-        @Override
-        public void close() throws SQLException {
-          c.close();
-        }
-      };
-    }, window);
+    Result rawR = measure("push1000-raw", THREADS, i -> rawCopyWorker(3000 + i), window);
     progress("raw COPY of 1,000 rows", rawR);
     double rawWal = lastWalPerMessage;
     truncateRaw();
 
     throughput("push_batch1000", queenR, rawR, 0.60, "raw: one COPY of 1,000 rows per commit");
     walFigures("push_batch1000", queenWal, rawWal);
+  }
+
+  /**
+   * A raw COPY worker for push_batch1000: one COPY of {@value #BIG_BATCH} rows (over {@value #BIG_BATCH_PARTITIONS}
+   * random partitions) per commit, through pgjdbc's CopyManager in text format, on a pinned autocommit connection.
+   */
+  private Worker rawCopyWorker(long seed) throws SQLException {
+    if (copyLines == null) {
+      // COPY's text format: the payloads are ASCII JSON without backslashes, tabs or line breaks, so they go as they are
+      byte[][] lines = new byte[payloads.count()][];
+      for (int k = 0; k < lines.length; k++) {
+        String text = payloads.get(k);
+        if (text.indexOf('\\') >= 0 || text.indexOf('\t') >= 0 || text.indexOf('\n') >= 0) {
+          throw new IllegalStateException("payload " + k + " needs COPY escaping");
+        }
+        lines[k] = ("\t" + text + "\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+      }
+      copyLines = lines;
+    }
+    byte[][] lineOf = copyLines;
+    int per = BIG_BATCH / BIG_BATCH_PARTITIONS;
+    String copySql = "COPY " + RAW_TABLE + " (partition, payload) FROM STDIN";
+    SplittableRandom random = new SplittableRandom(seed);
+    Connection c = rawPool.getConnection();
+    c.setAutoCommit(true);
+    org.postgresql.copy.CopyManager copy = c.unwrap(org.postgresql.PGConnection.class).getCopyAPI();
+    java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream(BIG_BATCH * (Payloads.SIZE + 8));
+    return new Worker() {
+      @Override
+      public int step() throws Exception {
+        int[] parts = pickDistinct(random, PARTITIONS, BIG_BATCH_PARTITIONS);
+        buf.reset();
+        for (int k = 0; k < BIG_BATCH; k++) {
+          buf.write(partitionNames[parts[k / per]].getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+          buf.write(lineOf[Math.floorMod(random.nextInt(), lineOf.length)]);
+        }
+        org.postgresql.copy.CopyIn in = copy.copyIn(copySql);
+        byte[] bytes = buf.toByteArray();
+        in.writeToCopy(bytes, 0, bytes.length);
+        long n = in.endCopy();
+        if (n != BIG_BATCH) {
+          throw new IllegalStateException("COPY stored " + n + " rows of " + BIG_BATCH);
+        }
+        return BIG_BATCH;
+      }
+
+      @Override
+      public void close() throws SQLException {
+        c.close();
+      }
+    };
   }
 
   /**
