@@ -685,6 +685,34 @@ public final class Broker {
     return removed;
   }
 
+  /** What is left after a pass of {@link #forgetOldReceipts}: rows (PostgreSQL's estimate) and the oldest one's age. */
+  public record ReceiptsLeft(long rows, double oldestAgeSeconds) {}
+
+  /**
+   * The push receipts left: the table's row estimate from {@code pg_class} (a count would read the whole table, which
+   * holds a day of pushes) and the age of the oldest receipt, from the time in the first anchor of the primary key.
+   */
+  public static ReceiptsLeft receiptsLeft(DataSource ds, String quotedSchema) {
+    return Sql.inTransaction(ds, "read the push receipts left", c -> {
+      try (java.sql.Statement s = c.createStatement()) {
+        s.execute("set local enable_seqscan = off");
+      }
+      try (PreparedStatement st = c.prepareStatement("select greatest(c.reltuples, 0)::bigint,"
+          + " (select r.anchor from " + quotedSchema + ".push_receipts r order by r.anchor limit 1)"
+          + " from pg_class c where c.oid = ?::regclass");
+          ) {
+        st.setString(1, quotedSchema + ".push_receipts");
+        try (java.sql.ResultSet rs = st.executeQuery()) {
+          rs.next();
+          UUID oldest = rs.getObject(2, UUID.class);
+          double age = oldest == null ? 0
+              : Math.max(0, System.currentTimeMillis() - (oldest.getMostSignificantBits() >>> 16)) / 1000.0;
+          return new ReceiptsLeft(oldest == null ? 0 : Math.max(1, rs.getLong(1)), age);
+        }
+      }
+    });
+  }
+
   /** The first id of the run a generated id belongs to (its rank bits cleared). */
   static UUID anchor(UUID id) {
     return new UUID(id.getMostSignificantBits(), id.getLeastSignificantBits() & ~RANK_MASK);

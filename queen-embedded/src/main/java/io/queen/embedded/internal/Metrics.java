@@ -55,6 +55,12 @@ public interface Metrics {
   /** A group's lag figures, read every {@link GroupWatch#PERIOD_MS} on every node. */
   default void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {}
 
+  /**
+   * A pass of this node's receipt janitor: the push receipts it removed, the receipts left (PostgreSQL's estimate of the
+   * table's rows) and the age of the oldest left (seconds, 0 when none).
+   */
+  default void pushReceipts(long removed, long stored, double oldestAgeSeconds) {}
+
   /** Retention removed messages of a queue (this node's janitor). */
   default void retentionRemoved(String queue, long n) {}
 

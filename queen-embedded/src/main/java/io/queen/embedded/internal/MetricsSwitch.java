@@ -89,6 +89,11 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public void pushReceipts(long removed, long stored, double oldestAgeSeconds) {
+    delegate.pushReceipts(removed, stored, oldestAgeSeconds);
+  }
+
+  @Override
   public void retentionRemoved(String queue, long n) {
     delegate.retentionRemoved(queue, n);
   }

@@ -123,6 +123,21 @@ final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void pushReceipts(long removed, long stored, double oldestAgeSeconds) {
+    registry.counter("queen.push.receipts.removed").increment(removed);
+    receiptGauge("queen.push.receipts", "receipts", "push receipts kept for de-duplication (an estimate)").set(stored);
+    receiptGauge("queen.push.receipts.oldest.age", "seconds", "age of the oldest push receipt kept").set(oldestAgeSeconds);
+  }
+
+  private AtomicDouble receiptGauge(String name, String unit, String description) {
+    return gauges.computeIfAbsent(name, k -> {
+      AtomicDouble v = new AtomicDouble();
+      Gauge.builder(name, v, AtomicDouble::get).baseUnit(unit).description(description).register(registry);
+      return v;
+    });
+  }
+
+  @Override
   public void retentionRemoved(String queue, long n) {
     registry.counter("queen.retention.removed", "queue", queue).increment(n);
   }

@@ -165,6 +165,10 @@ public final class QueenImpl implements Queen {
       if (n > 0) {
         LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n, Broker.RECEIPT_RETENTION);
       }
+      if (metrics.enabled()) {
+        Broker.ReceiptsLeft left = Broker.receiptsLeft(ds, broker.schema());
+        metrics.pushReceipts(n, left.rows(), left.oldestAgeSeconds());
+      }
     } catch (RuntimeException e) {
       LOG.debug("{} - could not remove old push receipts ({})", config.nodeId(), Sql.describe(e));
     }

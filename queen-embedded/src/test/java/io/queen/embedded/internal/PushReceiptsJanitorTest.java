@@ -55,6 +55,36 @@ class PushReceiptsJanitorTest {
   }
 
   @Test
+  void aJanitorPassReportsWhatItRemovedAndWhatIsLeft(TestDatabase db) throws Exception {
+    io.micrometer.core.instrument.simple.SimpleMeterRegistry registry = new io.micrometer.core.instrument.simple.SimpleMeterRegistry();
+    String schema = S + "_meters";
+    try (HikariDataSource pool = db.newDataSource(4);
+        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false)
+            .meterRegistry(registry).start()) {
+      QueenImpl node = (QueenImpl) queen;
+      node.forgetOldReceipts();
+      assertThat(registry.get("queen.push.receipts").gauge().value()).as("none yet").isZero();
+      assertThat(registry.get("queen.push.receipts.oldest.age").gauge().value()).isZero();
+
+      queen.queue("q").partition("p").pushAll(List.of(java.util.Map.of("seq", 1), java.util.Map.of("seq", 2)));
+      long now = System.currentTimeMillis();
+      try (Connection c = pool.getConnection();
+          PreparedStatement st = c.prepareStatement("insert into " + schema + ".push_receipts values (?, 1, 0)")) {
+        for (long ageMinutes : new long[] {24 * 60 + 5, 24 * 60 + 1, 60}) {
+          st.setObject(1, new UUID(((now - ageMinutes * 60_000) << 16) | 0x7000L, 0x8000000000000000L));
+          st.addBatch();
+        }
+        st.executeBatch();
+      }
+      node.forgetOldReceipts();
+      assertThat(registry.get("queen.push.receipts.removed").counter().count()).isEqualTo(2);
+      assertThat(registry.get("queen.push.receipts").gauge().value()).as("an estimate, at least one").isGreaterThanOrEqualTo(1);
+      assertThat(registry.get("queen.push.receipts.oldest.age").gauge().value())
+          .as("the receipt of an hour ago is the oldest left").isBetween(3590.0, 3700.0);
+    }
+  }
+
+  @Test
   void theIdsOfOnePartitionInOnePushAreOneRun() {
     UUID first = Broker.timeOrderedUuid();
     assertThat(Broker.rank(first)).isZero();
