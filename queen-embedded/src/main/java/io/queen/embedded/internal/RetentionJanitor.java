@@ -29,7 +29,9 @@ import org.slf4j.LoggerFactory;
  * after the pauses of {@link #BUSY_PAUSES_MS}, and what is still held then waits for the next pass. After
  * each step that removed something it rests twice as long as the step took, so a large backlog is removed at about a
  * third of the speed one backend could, leaving the rest to push and pop. Passes start every {@link #PERIOD_MS} at a
- * fixed rate: when a pass takes longer (ingest outruns one period's paced share), the next starts right after it.
+ * fixed rate: when a pass takes longer (ingest outruns one period's paced share), the next starts right after it, and
+ * after two such passes in a row the rests are halved, pass by pass, down to a quarter of the usual (about two thirds of
+ * a backend); a pass within half the period doubles them back ({@link #pace}).
  *
  * <p>At the end of a pass the queue's retention state (oldest kept message, the group holding it) is written to
  * {@code retention_state}, read by {@code status()} and the gauges. Losses under {@code allowDropPastCommitted}
@@ -55,8 +57,12 @@ final class RetentionJanitor {
   static final int PAGE = 1_000;
   /** The longest rest after one step (see {@link #rest}). */
   static final long MAX_REST_MS = 200;
-  /** The rest after a step, in multiples of the step's time (see {@link #rest}). */
-  static final long REST_FACTOR = 2;
+  /** The rest after a step, in multiples of the step's time (see {@link #rest}), while retention keeps up. */
+  static final double REST_FACTOR = 2;
+  /** The least rest factor a janitor that is behind comes down to: it then takes about two thirds of one backend. */
+  static final double MIN_REST_FACTOR = 0.5;
+  /** Passes in a row longer than {@link #PERIOD_MS} after which the janitor halves its rests (see {@link #pace}). */
+  static final int BEHIND_AFTER = 2;
 
   private final String node;
   private final DataSource ds;
@@ -67,6 +73,10 @@ final class RetentionJanitor {
   private final String chunkSql;
   private final String stateSql;
   private final ReentrantLock passLock = new ReentrantLock();
+  /** The rest factor now (guarded by {@link #passLock}). */
+  private double restFactor = REST_FACTOR;
+  /** Passes in a row that took longer than {@link #PERIOD_MS} (guarded by {@link #passLock}). */
+  private int overran;
   private final long[] busyPausesMs;
 
   RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics) {
@@ -141,10 +151,50 @@ final class RetentionJanitor {
   RetentionRun run() {
     passLock.lock();
     try {
-      return pass();
+      long t0 = System.nanoTime();
+      RetentionRun r = pass();
+      pace((System.nanoTime() - t0) / 1_000_000);
+      return r;
     } finally {
       passLock.unlock();
     }
+  }
+
+  /**
+   * Adapts the rests to how the passes went: after {@link #BEHIND_AFTER} passes in a row that took longer than
+   * {@link #PERIOD_MS} (ingest brings more than a third of one backend removes, so the table grows), each further such
+   * pass halves the rest factor, down to {@link #MIN_REST_FACTOR}; a pass that took less than half the period (room to
+   * spare at this pace) doubles it back, up to {@link #REST_FACTOR}. A one-time backlog that one pass clears does not
+   * change it, and a janitor that keeps up only at the lower factor keeps it (its passes fill most of the period), so
+   * the pace does not swing pass by pass. Logs at INFO when it leaves the usual factor and when it is back. Returns
+   * the factor now.
+   */
+  double pace(long passMillis) {
+    if (passMillis >= PERIOD_MS) {
+      overran++;
+      if (overran >= BEHIND_AFTER && restFactor > MIN_REST_FACTOR) {
+        boolean first = restFactor == REST_FACTOR;
+        restFactor = Math.max(MIN_REST_FACTOR, restFactor / 2);
+        if (first) {
+          LOG.info("{} - retention is behind ingest: {} passes in a row took longer than the {} s period (the last {}"
+              + " s); it now rests less between steps, down to {}x their time while it stays behind", node, overran,
+              PERIOD_MS / 1000, passMillis / 1000, MIN_REST_FACTOR);
+        } else {
+          LOG.debug("{} - retention still behind ingest (a pass took {} s): it rests {}x as long as each step took",
+              node, passMillis / 1000, restFactor);
+        }
+      }
+      return restFactor;
+    }
+    overran = 0;
+    if (passMillis < PERIOD_MS / 2 && restFactor < REST_FACTOR) {
+      restFactor = Math.min(REST_FACTOR, restFactor * 2);
+      if (restFactor == REST_FACTOR) {
+        LOG.info("{} - retention keeps up with ingest again (a pass took {} s): it rests {}x as long as each step"
+            + " took, as usual", node, passMillis / 1000, restFactor);
+      }
+    }
+    return restFactor;
   }
 
   /** What a pass has done so far. */
@@ -366,13 +416,13 @@ final class RetentionJanitor {
    * Paces the deleting: after a step that removed messages, the janitor rests {@link #REST_FACTOR} times as long as
    * the step took (at most {@link #MAX_REST_MS}), so it takes about a third of one backend's time from a busy
    * server, and push and pop keep the rest (issue 12: a janitor deleting a large backlog must not slow pushes
-   * noticeably).
+   * noticeably). While it is behind ingest the factor is lower ({@link #pace}).
    */
-  private static void rest(long removed, long stepNanos) {
+  private void rest(long removed, long stepNanos) {
     if (removed <= 0) {
       return;
     }
-    long nanos = Math.min(MAX_REST_MS * 1_000_000, REST_FACTOR * stepNanos);
+    long nanos = Math.min(MAX_REST_MS * 1_000_000, (long) (restFactor * stepNanos));
     try {
       Thread.sleep(nanos / 1_000_000, (int) (nanos % 1_000_000));
     } catch (InterruptedException e) {
