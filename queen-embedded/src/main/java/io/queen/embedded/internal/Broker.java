@@ -699,8 +699,7 @@ public final class Broker {
       }
       try (PreparedStatement st = c.prepareStatement("select greatest(c.reltuples, 0)::bigint,"
           + " (select r.anchor from " + quotedSchema + ".push_receipts r order by r.anchor limit 1)"
-          + " from pg_class c where c.oid = ?::regclass");
-          ) {
+          + " from pg_class c where c.oid = ?::regclass")) {
         st.setString(1, quotedSchema + ".push_receipts");
         try (java.sql.ResultSet rs = st.executeQuery()) {
           rs.next();
