@@ -55,9 +55,9 @@ import java.util.function.Function;
  * </pre>
  *
  * <p>Options: {@code --only name,name} ({@value #NAMES_TEXT}), {@code --seconds N} (timed window of each throughput phase,
- * default 8), {@code --warmup N} (seconds, default 2), {@code --jit-warmup N} (seconds of unmeasured pushes on both sides
- * before the first push phase, default 12; 0 skips it), {@code --scale X} (multiplies the pop+ack backlog and the partition
- * count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
+ * default 8), {@code --warmup N} (seconds, default 2), {@code --jit-warmup N} (seconds of unmeasured pushes on both
+ * sides before the first push phase, default 12; 0 skips it), {@code --scale X} (multiplies the pop+ack backlog and the
+ * partition count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
  * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --sustained-minutes N} (sustained_push_pop, default 10),
  * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
  * and the WAL per message of every phase; the push phases print their WAL per message as {@code FIGURE} lines anyway).
@@ -71,8 +71,9 @@ import java.util.function.Function;
  *
  * <p>Method. Each throughput phase starts from a vacuumed, analysed, checkpointed database and a fresh queue (Queen) or an empty
  * table (raw); it runs {@value #THREADS} threads from a fixed pool, discards a warm-up, and counts messages completed inside the
- * timed window divided by its length. Before the first push phase both sides' push code runs unmeasured for {@code --jit-warmup}
- * seconds, so that no push phase measures the just-in-time compiler at work. The raw baselines are the fastest honest plain-JDBC way to do the same work: one
+ * timed window divided by its length. Before the first push phase both sides' push code runs unmeasured for
+ * {@code --jit-warmup} seconds, so that no push phase measures the just-in-time compiler at work. The raw baselines are
+ * the fastest honest plain-JDBC way to do the same work: one
  * autocommit statement per batch (a single statement is its own transaction, so it saves the BEGIN/COMMIT round trips that
  * any multi-statement broker operation pays), server-side prepared after pgjdbc's threshold, one pinned connection per thread.
  */
@@ -285,7 +286,8 @@ public final class QueenBenchmark {
       if (e.getMessage() != null) {
         System.err.println("error: " + e.getMessage());
       }
-      System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2] [--jit-warmup 12] [--scale 1]"
+      System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2]"
+          + " [--jit-warmup 12] [--scale 1]"
           + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--latency-batch 10]"
           + " [--latency-partitions 10] [--e2e-seconds 60] [--steady-seconds 20] [--held-seconds 60] [--sustained-minutes 10]"
           + " [--long] [--diagnose]");
@@ -389,12 +391,13 @@ public final class QueenBenchmark {
       "sustained_push_pop");
 
   /**
-   * Runs the push phases' code on both sides, unmeasured, for {@code --jit-warmup} seconds (default 12) before the first
-   * of {@link #PUSH_PHASES}, half on each side: Queen's pushes of 100 over 10 partitions, of one, of 1,000 over 10 and of 10 into one
-   * partition from two threads, in turn; the raw side's 100-row and one-row INSERTs and its COPY of 1,000, in turn. Each
-   * phase's own warm-up (2 s) is too short for the just-in-time compiler on 2 cores: in the first push phase's window
-   * its threads took 0.43 of a core beside the 4 pushing threads' 0.34 (their 0.19 once compiled). Without this, that
-   * phase measured Queen's code while it was being compiled and the raw side with pgjdbc already compiled by Queen's run.
+   * Runs the push phases' code on both sides, unmeasured, for {@code --jit-warmup} seconds (default 12) before the
+   * first of {@link #PUSH_PHASES}, half on each side: Queen's pushes of 100 over 10 partitions, of one, of 1,000 over
+   * 10 and of 10 into one partition from two threads, in turn; the raw side's 100-row and one-row INSERTs and its COPY
+   * of 1,000, in turn. Each phase's own warm-up (2 s) is too short for the just-in-time compiler on 2 cores: in the
+   * first push phase's window its threads took 0.43 of a core beside the 4 pushing threads' 0.34 (their 0.19 once
+   * compiled). Without this, that phase measured Queen's code while it was being compiled and the raw side with
+   * pgjdbc already compiled by Queen's run.
    */
   private void jitWarmup() throws Exception {
     Duration half = options.jitWarmup().dividedBy(2);
@@ -686,7 +689,7 @@ public final class QueenBenchmark {
    */
   private Worker rawCopyWorker(long seed) throws SQLException {
     if (copyLines == null) {
-      // COPY's text format: the payloads are ASCII JSON without backslashes, tabs or line breaks, so they go as they are
+      // COPY's text format: the payloads are ASCII JSON without backslashes, tabs or line breaks: they go as they are
       byte[][] lines = new byte[payloads.count()][];
       for (int k = 0; k < lines.length; k++) {
         String text = payloads.get(k);

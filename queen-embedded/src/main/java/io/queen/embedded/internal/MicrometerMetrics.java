@@ -126,7 +126,8 @@ final class MicrometerMetrics implements Metrics {
   public void pushReceipts(long removed, long stored, double oldestAgeSeconds) {
     registry.counter("queen.push.receipts.removed").increment(removed);
     receiptGauge("queen.push.receipts", "receipts", "push receipts kept for de-duplication (an estimate)").set(stored);
-    receiptGauge("queen.push.receipts.oldest.age", "seconds", "age of the oldest push receipt kept").set(oldestAgeSeconds);
+    receiptGauge("queen.push.receipts.oldest.age", "seconds", "age of the oldest push receipt kept")
+        .set(oldestAgeSeconds);
   }
 
   private AtomicDouble receiptGauge(String name, String unit, String description) {

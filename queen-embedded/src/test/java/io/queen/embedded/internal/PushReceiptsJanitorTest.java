@@ -3,6 +3,7 @@ package io.queen.embedded.internal;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
@@ -56,7 +57,7 @@ class PushReceiptsJanitorTest {
 
   @Test
   void aJanitorPassReportsWhatItRemovedAndWhatIsLeft(TestDatabase db) throws Exception {
-    io.micrometer.core.instrument.simple.SimpleMeterRegistry registry = new io.micrometer.core.instrument.simple.SimpleMeterRegistry();
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
     String schema = S + "_meters";
     try (HikariDataSource pool = db.newDataSource(4);
         Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false)
@@ -78,7 +79,8 @@ class PushReceiptsJanitorTest {
       }
       node.forgetOldReceipts();
       assertThat(registry.get("queen.push.receipts.removed").counter().count()).isEqualTo(2);
-      assertThat(registry.get("queen.push.receipts").gauge().value()).as("an estimate, at least one").isGreaterThanOrEqualTo(1);
+      assertThat(registry.get("queen.push.receipts").gauge().value()).as("an estimate, at least one")
+          .isGreaterThanOrEqualTo(1);
       assertThat(registry.get("queen.push.receipts.oldest.age").gauge().value())
           .as("the receipt of an hour ago is the oldest left").isBetween(3590.0, 3700.0);
     }

@@ -7,7 +7,8 @@ import org.junit.jupiter.api.Test;
 /**
  * How the janitor's rests follow its passes ({@link RetentionJanitor#pace}): a janitor whose passes keep taking longer
  * than their period is behind ingest and rests less, down to a floor; passes that leave half the period to spare bring
- * the usual rests back, one step each. The effect on a table under load is in examples/BENCHMARKS.md (sustained_push_pop).
+ * the usual rests back, one step each. The effect on a table under load is in examples/BENCHMARKS.md
+ * (sustained_push_pop).
  */
 class RetentionPaceTest {
   private static final long LONG = RetentionJanitor.PERIOD_MS + 5_000;
@@ -30,7 +31,8 @@ class RetentionPaceTest {
     assertThat(janitor.pace(LONG)).isEqualTo(2.0);
     assertThat(janitor.pace(LONG)).isEqualTo(1.0);
     assertThat(janitor.pace(LONG)).isEqualTo(0.5);
-    assertThat(janitor.pace(LONG)).as("the floor: about two thirds of one backend").isEqualTo(RetentionJanitor.MIN_REST_FACTOR);
+    assertThat(janitor.pace(LONG)).as("the floor: about two thirds of one backend")
+        .isEqualTo(RetentionJanitor.MIN_REST_FACTOR);
     assertThat(janitor.pace(FULL)).as("keeping up at this pace, with little to spare: it stays").isEqualTo(0.5);
     assertThat(janitor.pace(SHORT)).isEqualTo(1.0);
     assertThat(janitor.pace(LONG)).as("one long pass after a short one: not yet behind").isEqualTo(1.0);
