@@ -662,14 +662,11 @@ public final class Broker {
    */
   public static long forgetOldReceipts(DataSource ds, String quotedSchema, int maxChunks) {
     long cutoffMillis = System.currentTimeMillis() - RECEIPT_RETENTION.toMillis();
-    UUID bound = new UUID(cutoffMillis << 16, 0L); // below every id made in that millisecond or later
+    UUID bound = new UUID(cutoffMillis << 16, 0L); // below every id made in that millisecond or later (idMillis)
     long removed = 0;
     for (int chunk = 0; chunk < maxChunks; chunk++) {
       int n = Sql.inTransaction(ds, "remove old push receipts", c -> {
-        // through the primary key whatever the statistics say (a table a vacuum found empty is taken for one row)
-        try (java.sql.Statement s = c.createStatement()) {
-          s.execute("set local enable_seqscan = off");
-        }
+        throughKeys(c);
         try (PreparedStatement st = c.prepareStatement("delete from " + quotedSchema + ".push_receipts where anchor in"
             + " (select anchor from " + quotedSchema + ".push_receipts where anchor < ? order by anchor limit ?)")) {
           st.setObject(1, bound);
@@ -694,22 +691,35 @@ public final class Broker {
    */
   public static ReceiptsLeft receiptsLeft(DataSource ds, String quotedSchema) {
     return Sql.inTransaction(ds, "read the push receipts left", c -> {
-      try (java.sql.Statement s = c.createStatement()) {
-        s.execute("set local enable_seqscan = off");
-      }
+      throughKeys(c);
       try (PreparedStatement st = c.prepareStatement("select greatest(c.reltuples, 0)::bigint,"
           + " (select r.anchor from " + quotedSchema + ".push_receipts r order by r.anchor limit 1)"
           + " from pg_class c where c.oid = ?::regclass")) {
         st.setString(1, quotedSchema + ".push_receipts");
-        try (java.sql.ResultSet rs = st.executeQuery()) {
+        try (ResultSet rs = st.executeQuery()) {
           rs.next();
           UUID oldest = rs.getObject(2, UUID.class);
           double age = oldest == null ? 0
-              : Math.max(0, System.currentTimeMillis() - (oldest.getMostSignificantBits() >>> 16)) / 1000.0;
+              : Math.max(0, System.currentTimeMillis() - idMillis(oldest)) / 1000.0;
           return new ReceiptsLeft(oldest == null ? 0 : Math.max(1, rs.getLong(1)), age);
         }
       }
     });
+  }
+
+  /**
+   * Receipts are read through their primary key whatever the statistics say (a table a vacuum found empty is taken
+   * for one row): sequential scans off for the rest of the transaction.
+   */
+  private static void throughKeys(Connection c) throws SQLException {
+    try (java.sql.Statement s = c.createStatement()) {
+      s.execute("set local enable_seqscan = off");
+    }
+  }
+
+  /** The Unix time in milliseconds in a generated id's first 48 bits (see {@link #timeOrderedUuid}). */
+  static long idMillis(UUID id) {
+    return id.getMostSignificantBits() >>> 16;
   }
 
   /** The first id of the run a generated id belongs to (its rank bits cleared). */
