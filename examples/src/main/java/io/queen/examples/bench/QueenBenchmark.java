@@ -56,7 +56,8 @@ import java.util.function.Function;
  *
  * <p>Options: {@code --only name,name} ({@value #NAMES_TEXT}), {@code --seconds N} (timed window of each throughput phase,
  * default 8), {@code --warmup N} (seconds, default 2), {@code --jit-warmup N} (seconds of unmeasured pushes on both
- * sides before the first push phase, default 12; 0 skips it), {@code --scale X} (multiplies the pop+ack backlog and the
+ * sides before the first push phase, default 12; 0 skips it, and also the unmeasured first pass of source_vs_raw's load),
+ * {@code --scale X} (multiplies the pop+ack backlog and the
  * partition count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
  * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --sustained-minutes N} (sustained_push_pop, default 10),
  * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
