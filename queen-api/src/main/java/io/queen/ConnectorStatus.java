@@ -10,9 +10,10 @@ import java.util.Map;
  *
  * @param name the connector's name
  * @param kind {@code sink} or {@code source}
- * @param phase a sink: {@code running}, {@code error} or {@code disabled}; a source: {@code streaming},
- *     {@code snapshot}, {@code connecting}, {@code standby} (another node owns it), {@code waiting_for_slot}
- *     (another process holds the slot), {@code error} or {@code disabled}
+ * @param phase a sink: {@code running}, {@code error} or {@code disabled}; a source: {@code starting} (stored and
+ *     enabled, not read by this node yet), {@code streaming}, {@code snapshot}, {@code connecting}, {@code standby}
+ *     (another node owns it), {@code waiting_for_slot} (another process holds the slot), {@code error} or
+ *     {@code disabled}
  * @param errorCode the last error's code (a closed set, see the queen-pgconn README), or null
  * @param error a sentence that names the fix, or null; never a payload, statement text or password
  * @param counters a sink: {@code applied}, {@code skipped}, {@code dlq}, {@code batches}, {@code errors}; a

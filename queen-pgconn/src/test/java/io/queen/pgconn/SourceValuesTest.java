@@ -1,6 +1,7 @@
 package io.queen.pgconn;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.tuple;
 import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -60,7 +61,8 @@ class SourceValuesTest {
         "create table fullt (id bigint primary key, a text, b int)",
         "alter table fullt replica identity full",
         "create table single_t (id bigint primary key, v int)",
-        "create table byc (id bigint primary key, region text not null, v int)");
+        "create table byc (id bigint primary key, region text not null, v int)",
+        "alter table byc replica identity full"); // a partitionBy column outside the key (SourceSetupTest)
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
         .start()) {
       queen.connectors().put("vals-src", """
@@ -152,6 +154,15 @@ class SourceValuesTest {
       assertThat(byc.byPartition.keySet()).containsExactly("eu", "us");
       assertThat(byc.byPartition.get("eu")).extracting(m -> m.payload().get("key").get("id").asInt())
           .containsExactly(1, 3);
+      // a delete carries the group's old value (replica identity full), and a row that moves group is a d in
+      // the old partition and a c in the new one
+      f.sql("delete from byc where id = 2");
+      f.sql("update byc set region = 'us' where id = 3");
+      one(queen, "byc", byc, 6);
+      assertThat(byc.byPartition.get("us")).extracting(m -> m.payload().get("op").asText(),
+          m -> m.payload().get("key").get("id").asInt()).containsExactly(tuple("c", 2), tuple("d", 2), tuple("c", 3));
+      assertThat(byc.byPartition.get("eu")).extracting(m -> m.payload().get("op").asText(),
+          m -> m.payload().get("key").get("id").asInt()).containsExactly(tuple("c", 1), tuple("c", 3), tuple("d", 3));
     }
   }
 }

@@ -12,7 +12,7 @@ import java.util.List;
 
 /**
  * The source's setup on the normal connection, in the order that keeps mistakes harmless: the checks first
- * (server version, wal_level, REPLICATION, each table's existence, SELECT and key), then the publication (created
+ * (server version, wal_level, REPLICATION, each table's existence, SELECT, key and partitionBy columns), then the publication (created
  * or checked: whole tables only), then the slot (cdc.md §2.1). A table without a key is refused before the
  * publication is touched: once published, PostgreSQL would refuse the application's own updates and deletes on it.
  * Identifiers are validated by the document and always double-quoted here.
@@ -75,7 +75,43 @@ final class SourceSetup {
             throw new Failed(ErrorCode.SOURCE_NO_KEY, "table " + t.qualifiedName() + " (replica identity '" + identity
                 + "', " + (pk ? "" : "no ") + "primary key)");
           }
+          if (!t.single() && !t.partitionBy().isEmpty()) {
+            partitionColumns(c, t, rs.getLong(1));
+          }
         }
+      }
+    }
+  }
+
+  /**
+   * Each {@code partitionBy} column exists and is in the table's replica identity (FULL covers every column; the
+   * default, the primary key's; USING INDEX, the index's). A delete carries only the identity's old values, and an
+   * update carries the old row only when an identity column changed: a partition column outside it would put a
+   * row's delete in partition {@code \N} and keep a row that moved to another group in its old partition.
+   */
+  private static void partitionColumns(Connection c, SourceSpec.Table t, long oid) throws SQLException, Failed {
+    java.util.Map<String, Boolean> covered = new java.util.HashMap<>();
+    try (PreparedStatement st = c.prepareStatement("select a.attname, case cl.relreplident when 'f' then true"
+        + " when 'd' then exists (select 1 from pg_index i where i.indrelid = cl.oid and i.indisprimary"
+        + " and a.attnum = any(i.indkey))"
+        + " when 'i' then exists (select 1 from pg_index i where i.indrelid = cl.oid and i.indisreplident"
+        + " and a.attnum = any(i.indkey)) else false end"
+        + " from pg_attribute a join pg_class cl on cl.oid = a.attrelid"
+        + " where cl.oid = ? and a.attnum > 0 and not a.attisdropped")) {
+      st.setLong(1, oid);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          covered.put(rs.getString(1), rs.getBoolean(2));
+        }
+      }
+    }
+    for (String column : t.partitionBy()) {
+      Boolean in = covered.get(column);
+      if (in == null) {
+        throw new Failed(ErrorCode.PARTITION_COLUMN, "table " + t.qualifiedName() + ", partitionBy column " + column);
+      }
+      if (!in) {
+        throw new Failed(ErrorCode.PARTITION_IDENTITY, "table " + t.qualifiedName() + ", partitionBy column " + column);
       }
     }
   }

@@ -33,6 +33,12 @@ public enum ErrorCode {
   SOURCE_NO_KEY("no_key", "a source table has no key the source can read from the WAL: add a primary key, or a"
       + " unique index on NOT NULL columns and ALTER TABLE <table> REPLICA IDENTITY USING INDEX <index>; nothing was"
       + " published"),
+  PARTITION_COLUMN("partition_column", "a column in a source table's partitionBy is not a column of that table: fix"
+      + " the document"),
+  PARTITION_IDENTITY("partition_identity", "a column in a source table's partitionBy is not in the table's replica"
+      + " identity, so a delete (or an update that moves the row to another group) would not carry its old value and"
+      + " would land in the wrong partition: ALTER TABLE <table> REPLICA IDENTITY FULL, or partition by key columns;"
+      + " nothing was published"),
   NOT_OWNER("not_owner", "managePublication is true but the source's role does not own every source table: have the"
       + " owner CREATE PUBLICATION <publication> FOR TABLE ... and put managePublication: false with its name"),
   CREATE_PRIVILEGE("create_privilege", "managePublication is true and the publication does not exist yet, but the"

@@ -63,6 +63,39 @@ class SourceSetupTest {
     }
   }
 
+  /**
+   * A partitionBy column must be a column of its table, and in its replica identity, or a delete (which carries only
+   * the identity's old values) would land in partition \N; both are refused before the publication is touched.
+   */
+  @Test
+  void partitionByColumnsMustExistAndBeInTheReplicaIdentity(DataSource ds) throws Exception {
+    try (Connection c = ds.getConnection()) {
+      sql(c, "create table orders_by (id bigint primary key, customer_id bigint not null, note text)");
+      SourceSpec missing = by("orders_by", "nope");
+      assertThatThrownBy(() -> SourceSetup.check(c, missing)).isInstanceOfSatisfying(SourceSetup.Failed.class, f -> {
+        assertThat(f.code).isEqualTo(ErrorCode.PARTITION_COLUMN);
+        assertThat(f.getMessage()).isEqualTo("table public.orders_by, partitionBy column nope");
+      });
+      SourceSpec byCustomer = by("orders_by", "customer_id");
+      assertThatThrownBy(() -> SourceSetup.check(c, byCustomer)).isInstanceOfSatisfying(SourceSetup.Failed.class,
+          f -> assertThat(f.code).isEqualTo(ErrorCode.PARTITION_IDENTITY));
+      assertThat(publicationExists(c, "queen_by_src")).isFalse();
+      SourceSetup.check(c, by("orders_by", "id")); // a key column is in the default identity
+      sql(c, "create unique index orders_by_cid on orders_by (customer_id, id)");
+      sql(c, "alter table orders_by replica identity using index orders_by_cid");
+      SourceSetup.check(c, byCustomer);
+      assertThatThrownBy(() -> SourceSetup.check(c, by("orders_by", "note"))).isInstanceOfSatisfying(
+          SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.PARTITION_IDENTITY));
+      sql(c, "alter table orders_by replica identity full");
+      SourceSetup.check(c, by("orders_by", "note"));
+    }
+  }
+
+  private static SourceSpec by(String table, String column) {
+    return new SourceSpec("by-src", true, null, List.of(new SourceSpec.Table("public", table, table, List.of(column),
+        false)), "queen_by_src", true, 1000, 4 << 20, 2000, "never", false);
+  }
+
   @Test
   void aManagedPublicationIsCreatedAndAFilteredOneRefused(DataSource ds) throws Exception {
     try (Connection c = ds.getConnection()) {
