@@ -154,6 +154,14 @@ public final class Source {
     lastProgress = Instant.now();
     SnapshotHook h = hook;
     String next = h != null && !h.done() ? "snapshot" : "streaming";
+    if (lastCode == ErrorCode.STREAM_FAILED && (events > 0 || txs > 0)) {
+      LOG.info("{} - source '{}': a bundle committed again after the stream failed; {}", host.nodeId(), spec.name(),
+          next);
+      lastCode = null;
+      lastError = null;
+    } else if (lastCode == ErrorCode.STREAM_FAILED) {
+      return; // the pointer alone moved (an idle advance): nothing got past the failure yet
+    }
     if ("snapshot".equals(phase) && "streaming".equals(next)) {
       LOG.info("{} - source '{}': snapshot done ({} row(s) pushed by this node), streaming", host.nodeId(),
           spec.name(), snapshotRows.get());
@@ -429,10 +437,14 @@ public final class Source {
       if (h != null) {
         h.start();
       }
-      lastCode = null;
-      lastError = null;
       note = null;
-      phase = h != null && !h.done() ? "snapshot" : "streaming";
+      if (lastCode == ErrorCode.STREAM_FAILED) {
+        phase = "error"; // trying the change that failed again; committed() clears it once a bundle gets past
+      } else {
+        lastCode = null;
+        lastError = null;
+        phase = h != null && !h.done() ? "snapshot" : "streaming";
+      }
       LOG.info("{} - source '{}' {} from {} (slot {}, publication {})", host.nodeId(), spec.name(), phase,
           codec.formatLsn(pointer.lsn()), spec.slot(), spec.publication());
       try {
@@ -473,8 +485,13 @@ public final class Source {
     } else if (f != null && f.cause() != null && !stopped) {
       errors.incrementAndGet();
       meters.error();
-      LOG.warn("{} - source '{}': the stream broke ({}); starting again", host.nodeId(), spec.name(),
-          host.describe(f.cause()));
+      if (host.isTransient(f.cause())) {
+        LOG.warn("{} - source '{}': the stream broke ({}); starting again", host.nodeId(), spec.name(),
+            host.describe(f.cause()));
+      } else {
+        // the same change will fail again: the status says so (logged once) until a bundle past it commits
+        error(ErrorCode.STREAM_FAILED, host.describe(f.cause()));
+      }
     }
   }
 

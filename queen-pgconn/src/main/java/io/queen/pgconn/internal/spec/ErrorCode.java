@@ -56,6 +56,10 @@ public enum ErrorCode {
       + " advanced or recreated the slot): changes may have been skipped, so the source does not stream on; resync it"),
   REPLICATION_CONNECTION("replication_connection", "the source needs a URL and credentials for its replication"
       + " connection and Queen's DataSource does not tell them: give the source document a connection block"),
+  STREAM_FAILED("stream_failed", "a change could not be made into a message or pushed, in a way that does not pass"
+      + " (the reason names the table, column or limit, never a value), for example a row above maxPayloadBytes: the"
+      + " source tries it again every connectorRefresh and shows this until a bundle past it commits; remove the"
+      + " cause (raise maxPayloadBytes on every node), or resync to start over"),
   SLOT_CREATION("slot_creation", "creating the replication slot failed (it waits for the transactions running at that"
       + " moment to end; check pg_stat_activity for long ones, and max_replication_slots); retried at every re-read");
 
