@@ -12,10 +12,11 @@ import java.util.List;
 
 /**
  * The source's setup on the normal connection, in the order that keeps mistakes harmless: the checks first
- * (server version, wal_level, REPLICATION, each table's existence, SELECT, key and partitionBy columns), then the publication (created
- * or checked: whole tables only), then the slot (cdc.md §2.1). A table without a key is refused before the
- * publication is touched: once published, PostgreSQL would refuse the application's own updates and deletes on it.
- * Identifiers are validated by the document and always double-quoted here.
+ * (server version, wal_level, REPLICATION, each table's existence, SELECT, key and partitionBy columns), then the
+ * publication (created or checked: whole tables only, a partitioned table's changes under its own name), then the
+ * slot (cdc.md §2.1). A table without a key is refused before the publication is touched: once published,
+ * PostgreSQL would refuse the application's own updates and deletes on it. Identifiers are validated by the
+ * document and always double-quoted here.
  */
 final class SourceSetup {
   private SourceSetup() {}
@@ -85,20 +86,24 @@ final class SourceSetup {
 
   /**
    * Each {@code partitionBy} column exists and is in the table's replica identity (FULL covers every column; the
-   * default, the primary key's; USING INDEX, the index's). A delete carries only the identity's old values, and an
-   * update carries the old row only when an identity column changed: a partition column outside it would put a
-   * row's delete in partition {@code \N} and keep a row that moved to another group in its old partition.
+   * default, the primary key's; USING INDEX, the index's), in every partition of a partitioned table (each writes
+   * its own WAL with its own identity). A delete carries only the identity's old values, and an update carries the
+   * old row only when an identity column changed: a partition column outside it would put a row's delete in
+   * partition {@code \N} and keep a row that moved to another group in its old partition.
    */
   private static void partitionColumns(Connection c, SourceSpec.Table t, long oid) throws SQLException, Failed {
     java.util.Map<String, Boolean> covered = new java.util.HashMap<>();
-    try (PreparedStatement st = c.prepareStatement("select a.attname, case cl.relreplident when 'f' then true"
+    try (PreparedStatement st = c.prepareStatement("select a.attname, bool_and(case cl.relreplident when 'f' then true"
         + " when 'd' then exists (select 1 from pg_index i where i.indrelid = cl.oid and i.indisprimary"
         + " and a.attnum = any(i.indkey))"
         + " when 'i' then exists (select 1 from pg_index i where i.indrelid = cl.oid and i.indisreplident"
-        + " and a.attnum = any(i.indkey)) else false end"
-        + " from pg_attribute a join pg_class cl on cl.oid = a.attrelid"
-        + " where cl.oid = ? and a.attnum > 0 and not a.attisdropped")) {
+        + " and a.attnum = any(i.indkey)) else false end)"
+        + " from (select ?::oid as relid union select tr.relid from pg_partition_tree(?::oid::regclass) tr"
+        + " where tr.isleaf) tr join pg_class cl on cl.oid = tr.relid and cl.relkind = 'r'"
+        + " join pg_attribute a on a.attrelid = cl.oid"
+        + " where a.attnum > 0 and not a.attisdropped group by a.attname")) {
       st.setLong(1, oid);
+      st.setLong(2, oid);
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           covered.put(rs.getString(1), rs.getBoolean(2));
@@ -147,6 +152,7 @@ final class SourceSetup {
         }
       }
     }
+    String partitioned = partitioned(c, spec);
     if (spec.managePublication()) {
       for (SourceSpec.Table t : spec.tables()) {
         try (PreparedStatement st = c.prepareStatement("select pg_has_role(current_user, c.relowner, 'USAGE')"
@@ -158,6 +164,12 @@ final class SourceSetup {
               throw new Failed(ErrorCode.NOT_OWNER, "table " + t.qualifiedName());
             }
           }
+        }
+      }
+      if (exists && partitioned != null && !viaRoot(c, pub)) {
+        // before the look-up below: without it the publication lists a partitioned table's partitions, not the table
+        try (Statement st = c.createStatement()) {
+          st.execute("alter publication " + quote(pub) + " set (publish_via_partition_root = true)");
         }
       }
       List<SourceSpec.Table> missing = missing(c, spec);
@@ -173,7 +185,8 @@ final class SourceSetup {
         for (int i = 0; i < spec.tables().size(); i++) {
           sql.append(i == 0 ? "" : ", ").append(spec.tables().get(i).sql());
         }
-        sql.append(" with (publish = 'insert, update, delete, truncate')");
+        // a partitioned table's changes are published under its own name, as the snapshot reads it
+        sql.append(" with (publish = 'insert, update, delete, truncate', publish_via_partition_root = true)");
         try (Statement st = c.createStatement()) {
           st.execute(sql.toString());
         } catch (SQLException e) {
@@ -188,6 +201,9 @@ final class SourceSetup {
           }
         }
       }
+    }
+    if (!spec.managePublication() && partitioned != null && !viaRoot(c, pub)) {
+      throw new Failed(ErrorCode.PUBLICATION_VIA_ROOT, "publication " + pub + ", table " + partitioned);
     }
     List<SourceSpec.Table> missing = missing(c, spec);
     if (!missing.isEmpty()) {
@@ -205,6 +221,32 @@ final class SourceSetup {
                 + rs.getString(2));
           }
         }
+      }
+    }
+  }
+
+  /** The first source table that is partitioned, or null. */
+  private static String partitioned(Connection c, SourceSpec spec) throws SQLException {
+    for (SourceSpec.Table t : spec.tables()) {
+      try (PreparedStatement st = c.prepareStatement("select c.relkind = 'p' from pg_class c"
+          + " join pg_namespace n on n.oid = c.relnamespace where n.nspname = ? and c.relname = ?")) {
+        st.setString(1, t.schema());
+        st.setString(2, t.table());
+        try (ResultSet rs = st.executeQuery()) {
+          if (rs.next() && rs.getBoolean(1)) {
+            return t.qualifiedName();
+          }
+        }
+      }
+    }
+    return null;
+  }
+
+  private static boolean viaRoot(Connection c, String pub) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select pubviaroot from pg_publication where pubname = ?")) {
+      st.setString(1, pub);
+      try (ResultSet rs = st.executeQuery()) {
+        return rs.next() && rs.getBoolean(1);
       }
     }
   }

@@ -48,6 +48,9 @@ public enum ErrorCode {
       + " (the snapshot would not apply it): publish whole tables"),
   PUBLICATION_MISSING("publication_missing", "managePublication is false and the named publication does not exist or"
       + " does not publish every source table (inserts, updates and deletes): have the table owner create or alter it"),
+  PUBLICATION_VIA_ROOT("publication_via_root", "a source table is partitioned and the publication (managePublication"
+      + " false) publishes its changes under its partitions' names, which the source does not read: ALTER PUBLICATION"
+      + " <publication> SET (publish_via_partition_root = true)"),
   SLOT_LOST("slot_lost", "the replication slot is gone (dropped by hand, a failover without failover slots, a"
       + " restore): changes may be missing; resync the source (connectors().resync(name)) to start over"),
   SLOT_INVALIDATED("slot_invalidated", "PostgreSQL invalidated the replication slot (max_slot_wal_keep_size reached or"

@@ -91,6 +91,43 @@ class SourceSetupTest {
     }
   }
 
+  /**
+   * A partitioned table: a managed publication is created (or altered) to publish its changes under the table's own
+   * name; a publication the source does not manage that publishes them under the partitions' names is refused.
+   */
+  @Test
+  void aPartitionedTableNeedsAPublicationThatPublishesThroughItsRoot(DataSource ds) throws Exception {
+    try (Connection c = ds.getConnection()) {
+      sql(c, "create table parted (id bigint not null, at date not null, note text, primary key (id, at))"
+          + " partition by range (at)");
+      sql(c, "create table parted_a partition of parted for values from ('2025-01-01') to ('2026-01-01')");
+      // each partition writes its WAL with its own replica identity, and the root's does not reach them
+      sql(c, "alter table parted replica identity full");
+      assertThatThrownBy(() -> SourceSetup.check(c, by("parted", "note"))).isInstanceOfSatisfying(
+          SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.PARTITION_IDENTITY));
+      sql(c, "alter table parted_a replica identity full");
+      SourceSetup.check(c, by("parted", "note"));
+      SourceSpec managed = spec("parted-src", "queen_parted_src", true, "parted");
+      SourceSetup.check(c, managed);
+      SourceSetup.publication(c, managed);
+      assertThat(viaRoot(c, "queen_parted_src")).isTrue();
+      sql(c, "create publication by_leaf for table parted");
+      assertThatThrownBy(() -> SourceSetup.publication(c, spec("p2", "by_leaf", false, "parted")))
+          .isInstanceOfSatisfying(SourceSetup.Failed.class,
+              f -> assertThat(f.code).isEqualTo(ErrorCode.PUBLICATION_VIA_ROOT));
+      SourceSetup.publication(c, spec("p3", "by_leaf", true, "parted")); // managed: set through the root
+      assertThat(viaRoot(c, "by_leaf")).isTrue();
+      SourceSetup.publication(c, spec("p2", "by_leaf", false, "parted"));
+    }
+  }
+
+  private static boolean viaRoot(Connection c, String pub) throws Exception {
+    try (Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select pubviaroot from pg_publication where pubname = '" + pub + "'")) {
+      return rs.next() && rs.getBoolean(1);
+    }
+  }
+
   private static SourceSpec by(String table, String column) {
     return new SourceSpec("by-src", true, null, List.of(new SourceSpec.Table("public", table, table, List.of(column),
         false)), "queen_by_src", true, 1000, 4 << 20, 2000, "never", false);
