@@ -147,8 +147,8 @@ final class SourceSetup {
       try (ResultSet rs = st.executeQuery()) {
         exists = rs.next();
         if (exists && !rs.getBoolean(1)) {
-          throw new Failed(spec.managePublication() ? ErrorCode.PUBLICATION_MISSING : ErrorCode.PUBLICATION_MISSING,
-              "publication " + pub + " does not publish inserts, updates and deletes");
+          throw new Failed(ErrorCode.PUBLICATION_MISSING, "publication " + pub
+              + " does not publish inserts, updates and deletes");
         }
       }
     }

@@ -46,8 +46,8 @@ public enum ErrorCode {
       + " TO <role>, or have the owner create the publication and put managePublication: false with its name"),
   PUBLICATION_FILTERED("publication_filtered", "the publication has a row filter or a column list on a source table"
       + " (the snapshot would not apply it): publish whole tables"),
-  PUBLICATION_MISSING("publication_missing", "managePublication is false and the named publication does not exist or"
-      + " does not publish every source table (inserts, updates and deletes): have the table owner create or alter it"),
+  PUBLICATION_MISSING("publication_missing", "the publication does not publish inserts, updates and deletes, or"
+      + " (managePublication false) does not exist or lacks a source table: have the table owner create or alter it"),
   PUBLICATION_VIA_ROOT("publication_via_root", "a source table is partitioned and the publication (managePublication"
       + " false) publishes its changes under its partitions' names, which the source does not read: ALTER PUBLICATION"
       + " <publication> SET (publish_via_partition_root = true)"),
