@@ -312,8 +312,9 @@ public final class Source {
   private void failed(Exception e) {
     errors.incrementAndGet();
     meters.error();
+    // a failure that passes is a connection (or Queen's database) out of reach; any other is a refused statement
     ErrorCode code = e instanceof SQLException se && ("28P01".equals(se.getSQLState()) || "28000".equals(se.getSQLState()))
-        ? ErrorCode.LOGIN_FAILED : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.TRANSIENT;
+        ? ErrorCode.LOGIN_FAILED : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.SETUP_FAILED;
     error(code, host.describe(e));
   }
 

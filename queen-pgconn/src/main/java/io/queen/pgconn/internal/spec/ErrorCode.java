@@ -63,6 +63,9 @@ public enum ErrorCode {
       + " (the reason names the table, column or limit, never a value), for example a row above maxPayloadBytes: the"
       + " source tries it again every connectorRefresh and shows this until a bundle past it commits; remove the"
       + " cause (raise maxPayloadBytes on every node), or resync to start over"),
+  SETUP_FAILED("setup_failed", "PostgreSQL refused a statement of the source's setup in a way that does not pass (its"
+      + " SQLSTATE and message follow; often a privilege, such as altering a publication another role owns): fix what"
+      + " it names; tried again at every re-read"),
   SLOT_CREATION("slot_creation", "creating the replication slot failed (it waits for the transactions running at that"
       + " moment to end; check pg_stat_activity for long ones, and max_replication_slots); retried at every re-read");
 

@@ -117,6 +117,23 @@ class SourceRolesTest {
     sql("insert into nokey values (1, 'a')", "update nokey set b = 'b'");
   }
 
+  /**
+   * A statement of the setup that PostgreSQL refuses for good (here: adding the source's table to a publication
+   * another role owns) is {@code setup_failed} with its SQLSTATE, not a failure that passes.
+   */
+  @Test
+  void aRefusedSetupStatementIsSetupFailedWithItsSqlState() throws Exception {
+    String owner = role("pubown", "pw-pubown", "replication");
+    sql("create table pubown (id bigint primary key)", "alter table pubown owner to " + owner,
+        "create table pubother (id bigint primary key)", "create publication queen_pubown_src for table pubother");
+    queen.connectors().put("pubown-src", doc(owner, "pw-pubown", "pubown", ""));
+    ConnectorStatus s = failsWith("pubown-src", ErrorCode.SETUP_FAILED);
+    assertThat(s.error()).contains("42501").doesNotContain("pw-pubown");
+    assertThat(count("select count(*) from pg_publication_tables where pubname = 'queen_pubown_src'"
+        + " and tablename = 'pubown'")).isZero();
+    sql("drop publication queen_pubown_src");
+  }
+
   @Test
   void walLevelIsCheckedBeforeAnythingElse() throws Exception {
     // wal_level is a server setting (postmaster context): it cannot differ per database, so the check is tested here
