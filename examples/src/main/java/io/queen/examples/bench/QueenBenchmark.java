@@ -107,14 +107,15 @@ public final class QueenBenchmark {
   static final List<String> NAMES = List.of("push_batch100", "push_batch1", "push_batch1000", "push_hot_partition",
       "sustained_push_pop", "popack_batch100", "latency", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key", "consume_pops", "consume_vs_raw", "consume_claim", "e2e_vs_raw_queue",
-      "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact", "source_vs_raw");
+      "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact", "source_vs_raw",
+      "source_other_db");
   /** Figures of more than about a minute each: run with --long, or by name with --only. */
   static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput",
-      "sustained_push_pop");
+      "sustained_push_pop", "source_other_db");
   static final String NAMES_TEXT = "push_batch100, push_batch1, push_batch1000, push_hot_partition, sustained_push_pop, "
       + "popack_batch100, latency, pop_100k_vs_10, once_ack_overhead, "
       + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
-      + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw";
+      + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw, source_other_db";
   /** The figure names of issue 14 that --only accepts for the phase that prints them. */
   static final java.util.Map<String, String> ALIASES = java.util.Map.of("consume_pops_per_message", "consume_pops",
       "consume_empty_pop_share", "consume_pops", "consume_claim_p50_ms", "consume_claim", "consume_claim_p99_ms",
@@ -332,7 +333,11 @@ public final class QueenBenchmark {
       try (Connection c = db.connection(); Statement s = c.createStatement()) {
         s.execute(RAW_DDL);
       }
-      queen = EmbeddedQueen.builder().dataSource(queenPool).nodeId("bench").start();
+      // a key for the connector documents' passwords (source_vs_raw's second source has one); no queue is encrypted
+      byte[] key = new byte[32];
+      new java.security.SecureRandom().nextBytes(key);
+      queen = EmbeddedQueen.builder().dataSource(queenPool).nodeId("bench")
+          .encryptionKey(java.util.HexFormat.of().formatHex(key)).start();
       EngineBench engine = new EngineBench(this);
       if (options.only().stream().anyMatch(PUSH_PHASES::contains) && !options.jitWarmup().isZero()) {
         jitWarmup();
@@ -362,6 +367,7 @@ public final class QueenBenchmark {
             case "sink_upsert" -> new SinkBench(this).sinkUpsert();
             case "retention_push_impact" -> retentionPushImpact();
             case "source_vs_raw" -> new SourceBench(this).sourceVsRaw();
+            case "source_other_db" -> new SourceBench(this).sourceOtherDb();
             default -> throw new IllegalStateException(name);
           }
         } catch (Exception e) {

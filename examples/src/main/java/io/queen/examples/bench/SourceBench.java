@@ -4,6 +4,7 @@ import io.queen.ConnectorStatus;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
+import io.queen.testkit.TestDatabase;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
@@ -30,6 +31,9 @@ import org.postgresql.replication.PGReplicationStream;
  * last) against the raw pgoutput decode rate of the same WAL (a second slot on the same publication read with
  * pgjdbc's replication stream, every message parsed down to its column texts, then discarded), same run, after both
  * sides ran as many rows once unmeasured ({@link #jitWarmup}).
+ * {@code FIGURE source_other_db_rows_per_s} (and {@code source_other_db_vs_raw}, phase source_other_db, with {@code
+ * --long}): the same, with the source table in another database of the same server, which Queen does not write to,
+ * read through the document's connection block.
  * {@code FIGURE source_e2e_latency_p50_ms}: commit on the table to message stored in Queen (the row's
  * {@code clock_timestamp()} against the message's {@code createdAt}, both the database's clock) at 200
  * transactions per second.
@@ -40,58 +44,121 @@ final class SourceBench {
   private static final String NAME = "bench-src";
 
   private final QueenBenchmark bench;
-  /** The id of the next row to insert. */
-  private int first = 1;
 
   SourceBench(QueenBenchmark bench) {
     this.bench = bench;
   }
 
+  /** One measured source: its table's database, its connector's name, its document's connection block. */
+  private static final class Run {
+    final TestDatabase db;
+    final String name;
+    final String connection;
+    final String queue = "bench-src-" + Long.toHexString(System.nanoTime());
+    /** The id of the next row to insert. */
+    int first = 1;
+
+    Run(TestDatabase db, String name, String connection) {
+      this.db = db;
+      this.name = name;
+      this.connection = connection;
+    }
+
+    String publication() {
+      return "queen_" + name.replace('-', '_');
+    }
+
+    String doc(boolean enabled) {
+      return "{\"kind\":\"source\",\"enabled\":" + enabled + connection + ",\"source\":{\"tables\":[{\"table\":"
+          + "\"public.src_rows\",\"queue\":\"" + queue + "\"}],\"snapshot\":\"never\"}}";
+    }
+  }
+
+  /** What one drain measured. */
+  private record Drain(double queenRate, double rawRate, String line) {}
+
   void sourceVsRaw() throws Exception {
     Queen queen = bench.queen();
     int rows = (int) Math.max(PER_TX * 10, ROWS * bench.scale()) / PER_TX * PER_TX;
-    int warmupRows = bench.options().jitWarmup().isZero() ? 0 : rows;
-    String q = "bench-src-" + Long.toHexString(System.nanoTime());
-    sql("drop table if exists src_rows", "create table src_rows (id bigint primary key, customer jsonb not null,"
+    Run same = new Run(bench.db(), NAME, "");
+    Drain d = drain(queen, same, rows);
+    double ratio = d.queenRate() / d.rawRate();
+    QueenBenchmark.say(d.line());
+    bench.row("source_vs_raw", QueenBenchmark.num(d.queenRate(), 0), QueenBenchmark.num(d.rawRate(), 0), "rows/s",
+        QueenBenchmark.num(ratio, 3), ">= 0.5", ratio >= 0.5 ? "met" : "MISSED", String.format(Locale.ROOT,
+            "%,d rows inserted in transactions of %d, drained from the slot into Queen vs read and decoded by pgjdbc",
+            rows, PER_TX));
+    bench.line("RATIO source_vs_raw " + QueenBenchmark.num(ratio, 3));
+    bench.line(QueenBenchmark.figure("source_rows_per_s", d.queenRate(), "rows/s"));
+
+    // latency at moderate load: 200 one-row transactions per second for 5 s
+    latency(queen, same, same.first - 1);
+    finish(queen, same);
+  }
+
+  /**
+   * source_other_db (with {@code --long} or by name): the same load from a database of the same server that Queen
+   * does not write to, through the document's connection block. The walsender then skips Queen's own WAL records
+   * without decoding them (they name another database); this measures what that is worth.
+   */
+  void sourceOtherDb() throws Exception {
+    Queen queen = bench.queen();
+    int rows = (int) Math.max(PER_TX * 10, ROWS * bench.scale()) / PER_TX * PER_TX;
+    try (TestDatabase other = bench.db().server().createDatabase("benchsrc")) {
+      String conn = ",\"connection\":{\"host\":\"" + other.host() + "\",\"port\":" + other.port()
+          + ",\"database\":\"" + other.name() + "\",\"user\":\"" + other.user() + "\""
+          + (other.password() == null ? "" : ",\"password\":\"" + other.password() + "\"") + ",\"sslMode\":\"disable\"}";
+      Run apart = new Run(other, NAME + "-apart", conn);
+      Drain o = drain(queen, apart, rows);
+      double r = o.queenRate() / o.rawRate();
+      QueenBenchmark.say(o.line() + " (the table in a database Queen does not write to)");
+      bench.row("source_other_db", QueenBenchmark.num(o.queenRate(), 0), QueenBenchmark.num(o.rawRate(), 0), "rows/s",
+          QueenBenchmark.num(r, 3), "", "", "the same, the source table in another database of the server");
+      bench.line(QueenBenchmark.figure("source_other_db_rows_per_s", o.queenRate(), "rows/s"));
+      bench.line(QueenBenchmark.figure("source_other_db_vs_raw", r, ""));
+      finish(queen, apart);
+    }
+  }
+
+  /**
+   * Creates {@code src_rows} in the run's database, starts the source (and warms both sides up, unless {@code
+   * --jit-warmup 0}), stops it, loads {@code rows} rows while it is stopped, times a raw slot's decode of them, then
+   * the source's drain from its first message to its last.
+   */
+  private Drain drain(Queen queen, Run run, int rows) throws Exception {
+    sql(run, "drop table if exists src_rows", "create table src_rows (id bigint primary key, customer jsonb not null,"
         + " total numeric(12,2) not null, note text, at timestamptz not null default clock_timestamp())");
-    String doc = "{\"kind\":\"source\",\"enabled\":%s,\"source\":{\"tables\":[{\"table\":\"public.src_rows\",\"queue\":\""
-        + q + "\"}],\"snapshot\":\"never\"}}";
-    queen.connectors().put(NAME, String.format(Locale.ROOT, doc, "true"));
-    awaitPhase(queen, "streaming");
-    String publication = "queen_bench_src";
+    queen.connectors().put(run.name, run.doc(true));
+    awaitPhase(queen, run.name, "streaming");
     if (!bench.options().jitWarmup().isZero()) {
-      jitWarmup(queen, publication, warmupRows);
+      jitWarmup(queen, run, rows);
     }
     // the backlog: the source stopped (its slot stays), a raw slot on the same publication, the load
-    queen.connectors().put(NAME, String.format(Locale.ROOT, doc, "false"));
-    awaitPhase(queen, "disabled");
-    sql("select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_raw'",
+    queen.connectors().put(run.name, run.doc(false));
+    awaitPhase(queen, run.name, "disabled");
+    sql(run, "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_raw'",
         "select pg_create_logical_replication_slot('bench_raw', 'pgoutput')");
-    load(first, rows);
+    load(run, rows);
 
     // raw: the same WAL decoded and discarded
     long r0 = System.nanoTime();
-    long decodedRows = rawDecode("bench_raw", publication, rows);
+    long decodedRows = rawDecode(run, "bench_raw", rows);
     double rawSeconds = (System.nanoTime() - r0) / 1e9;
 
     // Queen: the source drains the backlog, timed from its first message to its last
-    queen.connectors().put(NAME, String.format(Locale.ROOT, doc, "true"));
+    queen.connectors().put(run.name, run.doc(true));
     long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(10);
     long firstAt = 0;
     long firstCount = 0;
     long count = 0;
     while (System.nanoTime() < deadline) {
-      ConnectorStatus s = queen.connectors().status(NAME).orElse(null);
-      count = s == null ? 0 : s.counters().getOrDefault("messages", 0L);
+      count = messages(queen, run);
       if (count > 0 && firstAt == 0) {
         firstAt = System.nanoTime();
         firstCount = count;
       }
       if (count >= rows) {
         break;
-      }
-      if (s != null && "error".equals(s.phase())) {
-        throw new IllegalStateException("source error " + s.errorCode() + ": " + s.error());
       }
       Thread.sleep(5);
     }
@@ -100,23 +167,15 @@ final class SourceBench {
       throw new IllegalStateException("the source pushed " + count + " of " + rows + " changes in time");
     }
     double queenSeconds = (end - firstAt) / 1e9;
-    double queenRate = (rows - firstCount) / queenSeconds;
-    double rawRate = decodedRows / rawSeconds;
-    double ratio = queenRate / rawRate;
-    QueenBenchmark.say(String.format(Locale.ROOT, "  source: %,d changes in %.2f s; raw pgoutput decode: %,d rows in %.2f s",
-        rows - firstCount, queenSeconds, decodedRows, rawSeconds));
-    bench.row("source_vs_raw", QueenBenchmark.num(queenRate, 0), QueenBenchmark.num(rawRate, 0), "rows/s",
-        QueenBenchmark.num(ratio, 3), ">= 0.5", ratio >= 0.5 ? "met" : "MISSED", String.format(Locale.ROOT,
-            "%,d rows inserted in transactions of %d, drained from the slot into Queen vs read and decoded by pgjdbc",
-            rows, PER_TX));
-    bench.line("RATIO source_vs_raw " + QueenBenchmark.num(ratio, 3));
-    bench.line(QueenBenchmark.figure("source_rows_per_s", queenRate, "rows/s"));
+    return new Drain((rows - firstCount) / queenSeconds, decodedRows / rawSeconds, String.format(Locale.ROOT,
+        "  source: %,d changes in %.2f s; raw pgoutput decode: %,d rows in %.2f s", rows - firstCount, queenSeconds,
+        decodedRows, rawSeconds));
+  }
 
-    // latency at moderate load: 200 one-row transactions per second for 5 s
-    latency(queen, q, first + rows - 1);
-    queen.connectors().delete(NAME);
-    sql("select pg_drop_replication_slot('bench_raw')");
-    bench.deleteQueue(queen, q);
+  private void finish(Queen queen, Run run) throws SQLException {
+    queen.connectors().delete(run.name);
+    sql(run, "select pg_drop_replication_slot('bench_raw')");
+    bench.deleteQueue(queen, run.queue);
   }
 
   /**
@@ -126,47 +185,49 @@ final class SourceBench {
    * threads took a third to half of a core of the two during the drain) while the raw side, timed after it, found
    * pgjdbc's replication code compiled.
    */
-  private void jitWarmup(Queen queen, String publication, int rows) throws Exception {
+  private void jitWarmup(Queen queen, Run run, int rows) throws Exception {
     QueenBenchmark.say(String.format(Locale.ROOT, "  JIT warm-up: %,d rows through the source and a raw slot (not measured)",
         rows));
-    sql("select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_raw_warm'",
+    sql(run, "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_raw_warm'",
         "select pg_create_logical_replication_slot('bench_raw_warm', 'pgoutput')");
-    load(first, rows);
-    rawDecode("bench_raw_warm", publication, rows);
-    sql("select pg_drop_replication_slot('bench_raw_warm')");
+    int from = run.first;
+    load(run, rows);
+    rawDecode(run, "bench_raw_warm", rows);
+    sql(run, "select pg_drop_replication_slot('bench_raw_warm')");
     long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(5);
-    while (messages(queen) < rows) {
+    while (messages(queen, run) < rows) {
       if (System.nanoTime() > deadline) {
-        throw new IllegalStateException("the source did not stream the warm-up rows in 5 minutes");
+        throw new IllegalStateException("the source did not stream the warm-up rows " + from + ".. in 5 minutes");
       }
       Thread.sleep(20);
     }
-    first += rows;
   }
 
   /** The running source's {@code messages} counter (0 for each new document version: a new instance counts). */
-  private long messages(Queen queen) {
-    ConnectorStatus s = queen.connectors().status(NAME).orElse(null);
+  private static long messages(Queen queen, Run run) {
+    ConnectorStatus s = queen.connectors().status(run.name).orElse(null);
     if (s != null && "error".equals(s.phase())) {
       throw new IllegalStateException("source error " + s.errorCode() + ": " + s.error());
     }
     return s == null ? 0 : s.counters().getOrDefault("messages", 0L);
   }
 
-  /** Rows {@code from} .. {@code from + count - 1} inserted in transactions of {@value #PER_TX}. */
-  private void load(int from, int count) throws SQLException {
-    try (Connection c = bench.db().connection(); PreparedStatement st = c.prepareStatement("insert into src_rows"
+  /** The run's next {@code count} rows, inserted in transactions of {@value #PER_TX}. */
+  private static void load(Run run, int count) throws SQLException {
+    try (Connection c = run.db.connection(); PreparedStatement st = c.prepareStatement("insert into src_rows"
         + " (id, customer, total, note) select g, jsonb_build_object('name', 'c' || g, 'tier', 'gold'), (g % 1000) + 0.25,"
         + " 'row ' || g from generate_series(?::bigint, ?::bigint) g")) {
-      for (int id = from; id < from + count; id += PER_TX) {
+      for (int id = run.first; id < run.first + count; id += PER_TX) {
         st.setLong(1, id);
         st.setLong(2, id + PER_TX - 1);
         st.executeUpdate();
       }
     }
+    run.first += count;
   }
 
-  private void latency(Queen queen, String q, int after) throws Exception {
+  private void latency(Queen queen, Run run, int after) throws Exception {
+    String q = run.queue;
     int n = (int) Math.max(200, 1000 * bench.scale());
     try (Connection c = bench.db().connection(); PreparedStatement st = c.prepareStatement(
         "insert into src_rows (id, customer, total) values (?, '{}', 1)")) {
@@ -212,17 +273,18 @@ final class SourceBench {
   }
 
   /** Reads a raw slot from its start until {@code expectRows} changes, parsing each down to its column texts. */
-  private long rawDecode(String slot, String publication, int expectRows) throws SQLException {
+  private long rawDecode(Run run, String slot, int expectRows) throws SQLException {
+    String publication = run.publication();
     Properties p = new Properties();
-    PGProperty.USER.set(p, bench.db().user());
-    if (bench.db().password() != null) {
-      PGProperty.PASSWORD.set(p, bench.db().password());
+    PGProperty.USER.set(p, run.db.user());
+    if (run.db.password() != null) {
+      PGProperty.PASSWORD.set(p, run.db.password());
     }
     PGProperty.REPLICATION.set(p, "database");
     PGProperty.ASSUME_MIN_SERVER_VERSION.set(p, "9.4");
     PGProperty.PREFER_QUERY_MODE.set(p, "simple");
     long rows = 0;
-    try (Connection c = DriverManager.getConnection(bench.db().jdbcUrl(), p)) {
+    try (Connection c = DriverManager.getConnection(run.db.jdbcUrl(), p)) {
       PGReplicationStream stream = c.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
           .withSlotName(slot).withSlotOption("proto_version", 1)
           .withSlotOption("publication_names", publication).withStatusInterval(5, TimeUnit.SECONDS)
@@ -303,10 +365,10 @@ final class SourceBench {
     return new String(b.array(), b.arrayOffset() + start, b.position() - start - 1, StandardCharsets.UTF_8);
   }
 
-  private void awaitPhase(Queen queen, String phase) throws InterruptedException {
+  private static void awaitPhase(Queen queen, String name, String phase) throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
     while (System.nanoTime() < deadline) {
-      ConnectorStatus s = queen.connectors().status(NAME).orElse(null);
+      ConnectorStatus s = queen.connectors().status(name).orElse(null);
       if (s != null && s.phase().equals(phase)) {
         return;
       }
@@ -318,8 +380,8 @@ final class SourceBench {
     throw new IllegalStateException("the source did not reach phase " + phase + " in 60 s");
   }
 
-  private void sql(String... statements) throws SQLException {
-    try (Connection c = bench.db().connection(); Statement st = c.createStatement()) {
+  private static void sql(Run run, String... statements) throws SQLException {
+    try (Connection c = run.db.connection(); Statement st = c.createStatement()) {
       for (String s : statements) {
         st.execute(s);
       }
