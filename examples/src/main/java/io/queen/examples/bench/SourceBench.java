@@ -74,12 +74,17 @@ final class SourceBench {
     }
   }
 
+  /** The measured load: {@value #ROWS} rows times {@code --scale}, whole transactions of {@value #PER_TX}. */
+  private int rows() {
+    return (int) Math.max(PER_TX * 10, ROWS * bench.scale()) / PER_TX * PER_TX;
+  }
+
   /** What one drain measured. */
   private record Drain(double queenRate, double rawRate, String line) {}
 
   void sourceVsRaw() throws Exception {
     Queen queen = bench.queen();
-    int rows = (int) Math.max(PER_TX * 10, ROWS * bench.scale()) / PER_TX * PER_TX;
+    int rows = rows();
     Run same = new Run(bench.db(), NAME, "");
     Drain d = drain(queen, same, rows);
     double ratio = d.queenRate() / d.rawRate();
@@ -103,7 +108,7 @@ final class SourceBench {
    */
   void sourceOtherDb() throws Exception {
     Queen queen = bench.queen();
-    int rows = (int) Math.max(PER_TX * 10, ROWS * bench.scale()) / PER_TX * PER_TX;
+    int rows = rows();
     try (TestDatabase other = bench.db().server().createDatabase("benchsrc")) {
       String conn = ",\"connection\":{\"host\":\"" + other.host() + "\",\"port\":" + other.port()
           + ",\"database\":\"" + other.name() + "\",\"user\":\"" + other.user() + "\""
