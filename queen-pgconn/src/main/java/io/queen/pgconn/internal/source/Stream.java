@@ -515,16 +515,41 @@ final class Stream {
     } else if (ch.message() instanceof PgMessage.Delete d) {
       emit(out, table, rel, d.before(), "d", d.before(), null, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
     } else if (ch.message() instanceof PgMessage.Update u) {
-      String newPartition = codec.partition(rel, u.after(), table);
+      // an unchanged TOASTed value is not in the new tuple; it is the old one's when the update carries that
+      PgMessage.Tuple now = unchangedFrom(u.after(), u.before());
+      String newPartition = codec.partition(rel, now, table);
       String oldPartition = u.before() == null ? newPartition : codec.partition(rel, u.before(), table);
       if (!oldPartition.equals(newPartition)) {
         emit(out, table, rel, u.before(), "d", u.before(), null, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
         PgMessage.Tuple full = readBack(rel, table, u.after());
         emit(out, table, rel, full, "c", null, full, piece, ordinal, codec.changeSecondId(epoch, lsn, ordinal));
       } else {
-        emit(out, table, rel, u.after(), "u", u.before(), u.after(), piece, ordinal, codec.changeId(epoch, lsn, ordinal));
+        emit(out, table, rel, now, "u", u.before(), u.after(), piece, ordinal, codec.changeId(epoch, lsn, ordinal));
       }
     }
+  }
+
+  /**
+   * {@code after} with its unchanged TOASTed values ({@code 'u'}) taken from {@code before} where that has them (an
+   * update under replica identity full, or one that changed the key, logs the old row with its values).
+   */
+  private static PgMessage.Tuple unchangedFrom(PgMessage.Tuple after, PgMessage.Tuple before) {
+    if (before == null) {
+      return after;
+    }
+    char[] kinds = null;
+    String[] texts = null;
+    for (int i = 0; i < after.size() && i < before.size(); i++) {
+      if (after.kinds()[i] == 'u' && before.kinds()[i] != 'u') {
+        if (kinds == null) {
+          kinds = after.kinds().clone();
+          texts = after.texts().clone();
+        }
+        kinds[i] = before.kinds()[i];
+        texts[i] = before.texts()[i];
+      }
+    }
+    return kinds == null ? after : new PgMessage.Tuple(kinds, texts);
   }
 
   private void emit(List<SourceEvent> out, SourceSpec.Table table, PgMessage.Relation rel, PgMessage.Tuple row,
