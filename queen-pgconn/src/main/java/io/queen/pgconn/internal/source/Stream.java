@@ -530,8 +530,9 @@ final class Stream {
   }
 
   /**
-   * {@code after} with its unchanged TOASTed values ({@code 'u'}) taken from {@code before} where that has them (an
-   * update under replica identity full, or one that changed the key, logs the old row with its values).
+   * {@code after} with its unchanged TOASTed values ({@code 'u'}) taken from {@code before} where that has them as
+   * text: an update under replica identity full logs the whole old row, TOASTed values inlined; an old key tuple
+   * (default identity, a key change) has only the key's values, its other columns null, which are not taken.
    */
   private static PgMessage.Tuple unchangedFrom(PgMessage.Tuple after, PgMessage.Tuple before) {
     if (before == null) {
@@ -540,7 +541,7 @@ final class Stream {
     char[] kinds = null;
     String[] texts = null;
     for (int i = 0; i < after.size() && i < before.size(); i++) {
-      if (after.kinds()[i] == 'u' && before.kinds()[i] != 'u') {
+      if (after.kinds()[i] == 'u' && before.kinds()[i] == 't') {
         if (kinds == null) {
           kinds = after.kinds().clone();
           texts = after.texts().clone();
