@@ -65,6 +65,31 @@ class SourceStreamFailureTest {
     }
   }
 
+  /**
+   * A partitionBy column dropped while the source streams: the next change cannot be placed, and the status names
+   * the column in the source's own sentence, not only an exception class. (The owner's next start then refuses the
+   * document at setup: partition_column.)
+   */
+  @Test
+  void theStatusNamesWhatTheSourceCouldNotPlace(TestDatabase db) throws Exception {
+    SourceFixture f = new SourceFixture(db);
+    f.sql("create table grp (id bigint primary key, region text not null, v int)",
+        "alter table grp replica identity full");
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofSeconds(1))
+        .start()) {
+      queen.connectors().put("grp-src", """
+          {"kind": "source", "source": {"snapshot": "never",
+            "tables": [{"table": "public.grp", "queue": "grp", "partitionBy": ["region"]}]}}""");
+      SourceFixture.awaitPhase(queen, "grp-src", "streaming", Duration.ofSeconds(30));
+      f.sql("alter table grp drop column region", "insert into grp values (1, 1)");
+      ConnectorStatus failed = await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(10))
+          .until(() -> SourceFixture.status(queen, "grp-src"), st -> "stream_failed".equals(st.errorCode()));
+      assertThat(failed.error()).contains("partitionBy column 'region' is not a column of public.grp");
+      await().atMost(Duration.ofSeconds(30))
+          .until(() -> "partition_column".equals(SourceFixture.status(queen, "grp-src").errorCode()));
+    }
+  }
+
   /** Pops what is there for group "r" (acked at once) into {@code into}; returns its size. */
   private static int read(Queen queen, List<Message> into) {
     into.addAll(queen.queue("notes").group("r").subscription(SubscriptionMode.ALL).autoAck(true).batch(100)

@@ -491,11 +491,26 @@ public final class Source {
             host.describe(f.cause()));
       } else {
         // the same change will fail again: the status says so (logged once) until a bundle past it commits
-        error(ErrorCode.STREAM_FAILED, host.describe(f.cause()));
+        error(ErrorCode.STREAM_FAILED, reason(f.cause()));
       }
     }
   }
 
+
+  /**
+   * Why a change failed, for the status and the log. The source's own checks throw {@link IllegalStateException} or
+   * {@link IllegalArgumentException} with sentences that name tables, columns and sizes, never a value: those are
+   * shown (when this package threw them, and of exactly those classes, so no JDK subclass such as a number parse with
+   * its input); anything else through the host's description, which keeps only what cannot hold a value.
+   */
+  private String reason(Throwable t) {
+    StackTraceElement[] at = t.getStackTrace();
+    boolean ours = at.length > 0 && at[0].getClassName().startsWith("io.queen.pgconn.");
+    if (ours && (t.getClass() == IllegalStateException.class || t.getClass() == IllegalArgumentException.class)) {
+      return t.getClass().getName() + ": " + t.getMessage();
+    }
+    return host.describe(t);
+  }
 
   private boolean resyncAsked() {
     try {
