@@ -93,6 +93,7 @@ final class EngineBench {
       b.settle();
       Subscription sub = queue.group("g").subscription(SubscriptionMode.ALL).concurrency(WORKERS).consume(m -> { });
       AtomicBoolean stop = new AtomicBoolean();
+      AtomicLong pushed = new AtomicLong();
       ExecutorService producer = Executors.newSingleThreadExecutor(ThroughputRunner.named("bench-e2e-push"));
       Future<?> f = producer.submit(() -> {
         long k = 0;
@@ -102,12 +103,24 @@ final class EngineBench {
             items.add(PushItem.of(names[(int) (k % PARTITIONS)], Json.of(b.payloads().get((int) k))));
           }
           queue.push(items);
+          pushed.addAndGet(E2E_BATCH);
         }
         return null;
       });
+      WaitSampler sampler = null;
       try {
-        queenR = window(sub::acked, warmup, window);
+        LockSupport.parkNanos(warmup.toNanos());
+        sampler = WaitSampler.start(b.options().diagnose(), "e2e Queen", b.options().diagnose() ? b.db().connection() : null);
+        long p0 = pushed.get();
+        queenR = window(sub::acked, Duration.ZERO, window);
+        if (b.options().diagnose()) {
+          b.say(String.format(Locale.ROOT, "  Queen: %,.0f msgs/s pushed in the window; %,d pushed and not yet completed at its end",
+              (pushed.get() - p0) * 1e9 / queenR[1], pushed.get() - sub.acked()));
+        }
       } finally {
+        if (sampler != null) {
+          sampler.close();
+        }
         stop.set(true);
         f.get(60, TimeUnit.SECONDS);
         ThroughputRunner.shutdown(producer, "e2e-push");
@@ -131,7 +144,11 @@ final class EngineBench {
         }
         return new String[][] {parts, texts};
       }, -1);
-      rawR = window(deleted::get, warmup, window);
+      LockSupport.parkNanos(warmup.toNanos());
+      try (WaitSampler sampler = WaitSampler.start(b.options().diagnose(), "e2e raw",
+          b.options().diagnose() ? b.db().connection() : null)) {
+        rawR = window(deleted::get, Duration.ZERO, window);
+      }
     }
     b.truncateRaw();
     double queenRate = queenR[0] * 1e9 / queenR[1];
