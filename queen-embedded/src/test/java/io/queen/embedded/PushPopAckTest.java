@@ -73,6 +73,29 @@ class PushPopAckTest {
     assertThat(queen.queue(q).consumer().batch(10).pop()).isEmpty();
   }
 
+  /**
+   * A push over several existing partitions (push_fast) moves each partition by its own item count (V34 computes the
+   * new offsets per partition and updates the rows without a join), however the items interleave.
+   */
+  @Test
+  void aBatchOverSeveralPartitionsMovesEachPartitionByItsOwnCount() {
+    for (String p : List.of("a", "b", "c", "d")) {
+      queen.queue(q).partition(p).push(body(-1)); // offset 0 of each
+    }
+    List<PushResult> rs = queen.queue(q).push(List.of(PushItem.of("c", body(0)), PushItem.of("a", body(1)),
+        PushItem.of("c", body(2)), PushItem.of("b", body(3)), PushItem.of("c", body(4)), PushItem.of("a", body(5))));
+    assertThat(rs).extracting(PushResult::offset).containsExactly(1L, 1L, 2L, 1L, 3L, 2L);
+    List<PushResult> next = queen.queue(q).push(List.of(PushItem.of("a", body(6)), PushItem.of("b", body(7)),
+        PushItem.of("c", body(8)), PushItem.of("d", body(9))));
+    assertThat(next).extracting(PushResult::offset).containsExactly(3L, 2L, 4L, 1L);
+
+    List<Message> got = queen.queue(q).consumer().batch(100).partitions(4).pop();
+    Map<String, List<Long>> offsets = new java.util.TreeMap<>();
+    got.forEach(m -> offsets.computeIfAbsent(m.partition(), k -> new ArrayList<>()).add(m.offset()));
+    assertThat(offsets).containsExactly(Map.entry("a", List.of(0L, 1L, 2L, 3L)), Map.entry("b", List.of(0L, 1L, 2L)),
+        Map.entry("c", List.of(0L, 1L, 2L, 3L, 4L)), Map.entry("d", List.of(0L, 1L)));
+  }
+
   @Test
   void defaultPartitionAndPayloadKinds() {
     queen.queue(q).push("a string");

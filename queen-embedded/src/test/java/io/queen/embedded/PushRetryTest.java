@@ -238,9 +238,10 @@ class PushRetryTest {
   }
 
   /**
-   * V32: the generated ids of a partition's items in one push are one run; two or more of them are stored without a
-   * transaction-id index entry, under one receipt (the run's first id, the partition, the first offset). Read back,
-   * every message still reports its id's text as its transaction id.
+   * V32: the generated ids of a partition's items in one push are one run, stored without a transaction-id index entry,
+   * under one receipt (the run's first id, the partition, the first offset); in a push over several partitions a
+   * partition's single item too, while a single item pushed alone into one partition keeps its entry. Read back, every
+   * message still reports its id's text as its transaction id.
    */
   @Test
   void aBatchGetsOneReceiptPerPartitionInsteadOfAnIndexEntryPerMessage() throws SQLException {
@@ -250,11 +251,13 @@ class PushRetryTest {
     List<PushResult> two = queen.queue(q).push(List.of(PushItem.of("a", body(5)), PushItem.of("b", body(6)),
         PushItem.of("a", body(7)), PushItem.of("b", body(8)), PushItem.of("b", body(9)))); // push_fast
     List<PushResult> single = queen.queue(q).push(List.of(PushItem.of("a", body(10)), PushItem.of("b", body(11)),
-        PushItem.of("b", body(12)))); // "a" has one item: it keeps its index entry
+        PushItem.of("b", body(12)))); // "a" has one item: a receipt of its own all the same
+    List<PushResult> alone = queen.queue(q).partition("a").pushAll(List.of(body(13))); // one item into one partition
 
     Map<UUID, long[]> receipts = receipts(q); // anchor -> {partition_id, first_offset}
     assertThat(receipts).containsOnlyKeys(one.get(0).messageId(), two.get(0).messageId(), two.get(1).messageId(),
-        single.get(1).messageId());
+        single.get(0).messageId(), single.get(1).messageId());
+    assertThat(receipts.get(single.get(0).messageId())[1]).isEqualTo(single.get(0).offset());
     assertThat(receipts.get(one.get(0).messageId())[1]).isEqualTo(one.get(0).offset());
     assertThat(receipts.get(two.get(1).messageId())[1]).isEqualTo(two.get(1).offset());
     for (List<PushResult> rs : List.of(one, two, single)) {
@@ -268,11 +271,12 @@ class PushRetryTest {
     Map<UUID, String> stored = storedTransactionIds(q);
     assertThat(stored.get(one.get(1).messageId())).isNull();
     assertThat(stored.get(two.get(3).messageId())).isNull();
-    assertThat(stored.get(single.get(0).messageId())).isEqualTo(single.get(0).transactionId());
+    assertThat(stored.get(single.get(0).messageId())).isNull();
     assertThat(stored.get(single.get(2).messageId())).isNull();
+    assertThat(stored.get(alone.get(0).messageId())).isEqualTo(alone.get(0).transactionId()); // push_partition's single
 
     List<Message> got = queen.queue(q).group("check").subscription(SubscriptionMode.ALL).batch(100).partitions(2).pop();
-    assertThat(got).hasSize(13);
+    assertThat(got).hasSize(14);
     got.forEach(m -> assertThat(m.transactionId()).isEqualTo(m.id().toString()));
   }
 
@@ -287,22 +291,24 @@ class PushRetryTest {
         .connectTimeout(Duration.ofMillis(300)).start()) {
       flaky.queue(q).partition("p").push(body(0));
       flaky.queue(q).partition("r").push(body(1));
+      flaky.queue(q).partition("s").push(body(11));
       lose.set(Integer.MAX_VALUE);
       PushOutcomeUnknownException e = catchThrowableOfType(() -> flaky.queue(q).push(List.of(PushItem.of("p", body(2)),
-          PushItem.of("r", body(3)), PushItem.of("p", body(4)), PushItem.of("r", body(5)))), PushOutcomeUnknownException.class);
+          PushItem.of("r", body(3)), PushItem.of("p", body(4)), PushItem.of("r", body(5)), PushItem.of("s", body(12)))),
+          PushOutcomeUnknownException.class); // "s" has a single item: its receipt is found all the same
       PushOutcomeUnknownException e2 = catchThrowableOfType(() -> flaky.queue(q).partition("p").pushAll(
           List.of(body(6), body(7), body(8))), PushOutcomeUnknownException.class);
       lose.set(0);
-      assertThat(receipts(q)).hasSize(3);
+      assertThat(receipts(q)).hasSize(4);
 
       List<PushResult> again = flaky.push(e.items());
       assertThat(again).extracting(PushResult::status).containsOnly(PushStatus.DUPLICATE);
       List<PushResult> again2 = flaky.push(List.of(e2.items().get(2), e2.items().get(0))); // a part, in another order
       assertThat(again2).extracting(PushResult::status).containsOnly(PushStatus.DUPLICATE);
       Map<UUID, long[]> rows = storedRows(q);
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < 5; i++) {
         assertThat(again.get(i).messageId().toString()).isEqualTo(e.items().get(i).transactionId());
-        assertThat(rows.get(again.get(i).messageId())[0]).isEqualTo(2 + i);
+        assertThat(rows.get(again.get(i).messageId())[0]).isEqualTo(i < 4 ? 2 + i : 12);
         assertThat(rows.get(again.get(i).messageId())[1]).isEqualTo(again.get(i).offset());
       }
       assertThat(rows.get(again2.get(0).messageId())[0]).isEqualTo(8);
@@ -315,7 +321,8 @@ class PushRetryTest {
           .isEqualTo(PushStatus.DUPLICATE);
     }
     assertThat(storedSeqs(q)).containsExactlyInAnyOrderEntriesOf(
-        Map.of(0, 1, 1, 1, 2, 1, 3, 1, 4, 1, 5, 1, 6, 1, 7, 1, 8, 1, 9, 1));
+        Map.ofEntries(Map.entry(0, 1), Map.entry(1, 1), Map.entry(2, 1), Map.entry(3, 1), Map.entry(4, 1), Map.entry(5, 1),
+            Map.entry(6, 1), Map.entry(7, 1), Map.entry(8, 1), Map.entry(9, 1), Map.entry(11, 1), Map.entry(12, 1)));
   }
 
   /** anchor → {partition_id, first_offset} of the queue's push receipts. */
