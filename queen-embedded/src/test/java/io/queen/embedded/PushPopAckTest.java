@@ -96,6 +96,26 @@ class PushPopAckTest {
         Map.entry("c", List.of(0L, 1L, 2L, 3L, 4L)), Map.entry("d", List.of(0L, 1L)));
   }
 
+  /**
+   * The full push (items with transaction ids) over existing and new partitions at once, with an in-batch duplicate:
+   * each partition moves by the items it stored (V36 computes the new offsets per partition and updates the rows
+   * without a join), and the next push continues each one where it stopped.
+   */
+  @Test
+  void aPushWithTransactionIdsOverOldAndNewPartitionsMovesEachByWhatItStored() {
+    queen.queue(q).push(List.of(PushItem.of("a", body(0)), PushItem.of("b", body(1)), PushItem.of("b", body(2))));
+    List<PushResult> rs = queen.queue(q).push(List.of(PushItem.of("b", body(3)).transactionId("t3"),
+        PushItem.of("n", body(4)).transactionId("t4"), PushItem.of("a", body(5)).transactionId("t5"),
+        PushItem.of("n", body(6)).transactionId("t4"), PushItem.of("b", body(7)).transactionId("t7"),
+        PushItem.of("n", body(8)).transactionId("t8")));
+    assertThat(rs).extracting(PushResult::status).containsExactly(PushStatus.QUEUED, PushStatus.QUEUED,
+        PushStatus.QUEUED, PushStatus.DUPLICATE, PushStatus.QUEUED, PushStatus.QUEUED);
+    assertThat(rs).extracting(PushResult::offset).containsExactly(2L, 0L, 1L, 0L, 3L, 1L);
+    List<PushResult> next = queen.queue(q).push(List.of(PushItem.of("a", body(9)), PushItem.of("b", body(10)),
+        PushItem.of("n", body(11))));
+    assertThat(next).extracting(PushResult::offset).containsExactly(2L, 4L, 2L);
+  }
+
   @Test
   void defaultPartitionAndPayloadKinds() {
     queen.queue(q).push("a string");
