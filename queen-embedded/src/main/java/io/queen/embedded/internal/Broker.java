@@ -495,15 +495,15 @@ public final class Broker {
     if (m == 1) {
       return pushPartition(c, p);
     }
-    // each partition's items, which are one run of ids ranked as here, get one receipt and no transaction-id index
-    // entry (V32). A partition with a single item too: its receipt goes into one insert with the others, appended at
-    // the receipts' right edge, where its index entry would go to its own leaf of messages_transaction_id (a push of
-    // 128 items over 128 partitions: the message insert 3.2 ms against 4.4 ms, with 0.6 ms for the receipts). A push
-    // into one partition keeps an entry for a single item (push_partition: a receipt row would cost more there).
+    // a partition with two or more items, which are one run of ids ranked as here, gets one receipt and its items
+    // no transaction-id index entry (V32); a single item keeps its entry. (A receipt for it too made a push of 128
+    // items over 128 partitions about 0.5 ms faster, but a receipt is kept a day, and an index entry only as long as
+    // its message: a queue of spread single items would hold a day of receipt rows, one per message. See
+    // BENCHMARKS.md, "The end-to-end producer".)
     UUID[] pairAnchor = new UUID[m];
     for (int i = 0; i < n; i++) {
       int k = itemPair[i] - 1;
-      if (itemRank[i] == 0) {
+      if (itemRank[i] == 0 && pairCount.get(k) >= 2) {
         pairAnchor[k] = anchor(ids[i]);
       }
     }
