@@ -32,7 +32,7 @@ import org.junit.jupiter.api.Timeout;
  * The common push (existing partitions, unbounded queues, generated transaction ids; {@code push_fast}, and
  * {@code push_partition} for a batch into one partition): gapless offsets as reported under concurrent pushes that
  * share partitions, the cursor flag a consumer cleared set again, and the one-partition path writing nothing where the
- * full push must decide.
+ * full push must decide; and the full push's offsets in large batches over many partitions on one connection.
  */
 @QueenPostgres
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
@@ -234,6 +234,92 @@ class PushOffsetsTest {
    * V32 keeps the previous version's push functions (jsonb[] payloads, fewer arguments), so a node of that version still
    * pushes while the cluster is upgraded; its messages keep their transaction ids in the index.
    */
+  /**
+   * The full push (items with transaction ids: the idempotent producer's and the source connector's pushes) in large
+   * batches over many partitions, named in shuffled order, some existing and some new in every call, with duplicates
+   * of earlier calls and within the batch, twelve calls on one connection: PL/pgSQL caches a generic plan after five,
+   * and the look-up, the offsets and the closing update must give the same answers under it (V37 finds a locked
+   * partition's next offset by binary search over ids in id order, not by the items' order).
+   */
+  @Test
+  void theFullPushKeepsEveryPartitionGaplessOverManyCallsOnOneConnection() throws SQLException {
+    String q = "full-many";
+    SplittableRandom random = new SplittableRandom(37);
+    Map<String, Long> next = new HashMap<>();
+    Map<String, Long> stored = new HashMap<>(); // partition + '/' + transaction id -> offset
+    List<String> known = new ArrayList<>();
+    List<String> pastTxns = new ArrayList<>();
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select idx, status, msg_offset"
+        + " from queen.push(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], false) order by idx")) {
+      for (int call = 0; call < 12; call++) {
+        List<String> parts = new ArrayList<>();
+        List<String> txns = new ArrayList<>();
+        for (int k = 0; k < 40; k++) {
+          known.add("c" + call + "-" + k); // new partitions of this call, mixed in below
+        }
+        for (int i = 0; i < 400; i++) {
+          String p = known.get(random.nextInt(known.size()));
+          String t;
+          int kind = random.nextInt(20);
+          if (kind == 0 && !pastTxns.isEmpty()) {
+            t = pastTxns.get(random.nextInt(pastTxns.size())); // a duplicate of an earlier call, or a new key elsewhere
+            p = t.substring(0, t.indexOf('/'));
+          } else if (kind == 1 && !txns.isEmpty()) {
+            int j = random.nextInt(txns.size()); // a duplicate within the batch
+            t = txns.get(j);
+            p = parts.get(j);
+          } else {
+            t = p + "/t" + call + "-" + i;
+          }
+          parts.add(p);
+          txns.add(t);
+        }
+        String[] payloads = new String[parts.size()];
+        java.util.Arrays.fill(payloads, "{\"n\": 1}");
+        st.setArray(1, c.createArrayOf("text", java.util.Collections.nCopies(parts.size(), q).toArray()));
+        st.setArray(2, c.createArrayOf("text", parts.toArray()));
+        st.setArray(3, c.createArrayOf("text", payloads));
+        st.setArray(4, c.createArrayOf("text", txns.toArray()));
+        st.setArray(5, c.createArrayOf("text", new String[parts.size()]));
+        try (ResultSet r = st.executeQuery()) {
+          for (int i = 0; i < parts.size(); i++) {
+            assertThat(r.next()).isTrue();
+            String key = txns.get(i);
+            Long before = stored.get(key);
+            long expected;
+            if (before != null) {
+              assertThat(r.getString(2)).as("call %d item %d", call, i).isEqualTo("duplicate");
+              expected = before;
+            } else {
+              assertThat(r.getString(2)).as("call %d item %d", call, i).isEqualTo("queued");
+              expected = next.merge(parts.get(i), 1L, Long::sum) - 1;
+              stored.put(key, expected);
+              pastTxns.add(key);
+            }
+            assertThat(r.getLong(3)).as("call %d item %d (%s)", call, i, parts.get(i)).isEqualTo(expected);
+          }
+        }
+      }
+    }
+    // every partition's counter is what it stored, and its messages are 0 .. count - 1 without a gap
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select p.name, p.next_offset,"
+        + " count(m.\"offset\"), coalesce(max(m.\"offset\"), -1) from queen.partitions p join queen.queues qq on qq.id = p.queue_id"
+        + " left join queen.messages m on m.partition_id = p.id where qq.name = ? group by p.name, p.next_offset")) {
+      st.setString(1, q);
+      Map<String, Long> counters = new HashMap<>();
+      try (ResultSet r = st.executeQuery()) {
+        while (r.next()) {
+          assertThat(r.getLong(3)).as(r.getString(1)).isEqualTo(r.getLong(2));
+          assertThat(r.getLong(4)).as(r.getString(1)).isEqualTo(r.getLong(2) - 1);
+          if (r.getLong(2) > 0) {
+            counters.put(r.getString(1), r.getLong(2));
+          }
+        }
+      }
+      assertThat(counters).isEqualTo(next);
+    }
+  }
+
   @Test
   void aNodeOfThePreviousVersionStillPushes() throws SQLException {
     queen.queue("old-node").partition("a").push(Map.of("n", 0));
