@@ -34,6 +34,9 @@ import org.postgresql.replication.PGReplicationStream;
  * {@code FIGURE source_other_db_rows_per_s} (and {@code source_other_db_vs_raw}, phase source_other_db, with {@code
  * --long}): the same, with the source table in another database of the same server, which Queen does not write to,
  * read through the document's connection block.
+ * {@code FIGURE source_update_rows_per_s} and {@code source_updates_vs_raw}: the same drain of one update per row of
+ * the measured load, each change into a partition that exists. {@code FIGURE source_ceiling_rows_per_s} ({@link
+ * #ceiling}): what storing a partition and a message per change costs by itself, against the same raw decode.
  * {@code FIGURE source_e2e_latency_p50_ms}: commit on the table to message stored in Queen (the row's
  * {@code clock_timestamp()} against the message's {@code createdAt}, both the database's clock) at 200
  * transactions per second.
@@ -96,9 +99,75 @@ final class SourceBench {
     bench.line("RATIO source_vs_raw " + QueenBenchmark.num(ratio, 3));
     bench.line(QueenBenchmark.figure("source_rows_per_s", d.queenRate(), "rows/s"));
 
+    // the same number of updates, each to a row (a partition) that exists
+    Drain u = updateDrain(queen, same, rows);
+    double updateRatio = u.queenRate() / u.rawRate();
+    QueenBenchmark.say(u.line() + " (updates)");
+    bench.row("source_updates", QueenBenchmark.num(u.queenRate(), 0), QueenBenchmark.num(u.rawRate(), 0), "rows/s",
+        QueenBenchmark.num(updateRatio, 3), "", "", "the same rows updated, each change into its existing partition");
+    bench.line(QueenBenchmark.figure("source_update_rows_per_s", u.queenRate(), "rows/s"));
+    bench.line(QueenBenchmark.figure("source_updates_vs_raw", updateRatio, ""));
+
     // latency at moderate load: 200 one-row transactions per second for 5 s
     latency(queen, same, same.first - 1);
+    queen.connectors().put(same.name, same.doc(false));
+    awaitPhase(queen, same.name, "disabled");
+    double ceiling = ceiling(same);
+    double ceilingRatio = ceiling / d.rawRate();
+    bench.row("source_ceiling", QueenBenchmark.num(ceiling, 0), QueenBenchmark.num(d.rawRate(), 0), "rows/s",
+        QueenBenchmark.num(ceilingRatio, 3), "", "", "the drained rows copied by SQL into tables of the same shape,"
+            + " 1,000 per transaction: a partition and a message per change, no decoding");
+    bench.line(QueenBenchmark.figure("source_ceiling_rows_per_s", ceiling, "rows/s"));
+    bench.line(QueenBenchmark.figure("source_ceiling_vs_raw", ceilingRatio, ""));
+    bench.line(QueenBenchmark.figure("source_vs_ceiling", d.queenRate() / ceiling, ""));
     finish(queen, same);
+  }
+
+  /**
+   * The storage cost of a partition per row key, measured apart from everything else the source does: the drained
+   * queue's partition and message rows copied by {@code INSERT ... SELECT}, 1,000 partitions and their messages per
+   * transaction from one connection (the source has one committer), into two fresh tables made {@code LIKE} Queen's
+   * {@code partitions} and {@code messages} with their indexes and defaults (no foreign key, no trigger). No
+   * decoding, no JSON building, no network per row, no look-up of what exists: a bound on any source that stores a
+   * partition and a message per change in this database. Returns messages copied per second.
+   */
+  private double ceiling(Run run) throws SQLException {
+    sql(run, "drop table if exists bench_ceiling_messages", "drop table if exists bench_ceiling_partitions",
+        "create table bench_ceiling_partitions (like queen.partitions including all)",
+        "create table bench_ceiling_messages (like queen.messages including all)");
+    List<Long> ids = new ArrayList<>();
+    try (Connection c = run.db.connection(); PreparedStatement st = c.prepareStatement("select p.id from"
+        + " queen.partitions p join queen.queues q on q.id = p.queue_id where q.name = ? order by p.id")) {
+      st.setString(1, run.queue);
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          ids.add(rs.getLong(1));
+        }
+      }
+    }
+    long copied = 0;
+    long t0;
+    try (Connection c = run.db.connection();
+        PreparedStatement parts = c.prepareStatement("insert into bench_ceiling_partitions overriding system value select * from"
+            + " queen.partitions where id = any(?)");
+        PreparedStatement msgs = c.prepareStatement("insert into bench_ceiling_messages select * from queen.messages"
+            + " where partition_id = any(?)")) {
+      c.setAutoCommit(false);
+      t0 = System.nanoTime();
+      for (int from = 0; from < ids.size(); from += 1000) {
+        java.sql.Array chunk = c.createArrayOf("bigint", ids.subList(from, Math.min(ids.size(), from + 1000)).toArray());
+        parts.setArray(1, chunk);
+        parts.executeUpdate();
+        msgs.setArray(1, chunk);
+        copied += msgs.executeUpdate();
+        c.commit();
+      }
+    }
+    double seconds = (System.nanoTime() - t0) / 1e9;
+    QueenBenchmark.say(String.format(Locale.ROOT, "  ceiling: %,d partitions and %,d messages copied by SQL in %.2f s",
+        ids.size(), copied, seconds));
+    sql(run, "drop table bench_ceiling_messages", "drop table bench_ceiling_partitions");
+    return copied / seconds;
   }
 
   /**
@@ -138,12 +207,43 @@ final class SourceBench {
     if (!bench.options().jitWarmup().isZero()) {
       jitWarmup(queen, run, rows);
     }
+    return timedDrain(queen, run, rows, () -> load(run, rows));
+  }
+
+  /**
+   * The same drain of {@code rows} updates, one per row of the measured load (in transactions of {@value #PER_TX}):
+   * every change goes to a partition that exists, as most changes of a table past its snapshot do.
+   */
+  private Drain updateDrain(Queen queen, Run run, int rows) throws Exception {
+    int from = run.first - rows;
+    return timedDrain(queen, run, rows, () -> {
+      try (Connection c = run.db.connection(); PreparedStatement st = c.prepareStatement(
+          "update src_rows set total = total + 1, note = 'updated' where id between ? and ?")) {
+        for (int id = from; id < from + rows; id += PER_TX) {
+          st.setLong(1, id);
+          st.setLong(2, id + PER_TX - 1);
+          st.executeUpdate();
+        }
+      }
+    });
+  }
+
+  /** Something that writes the changes a drain measures. */
+  private interface Load {
+    void run() throws SQLException;
+  }
+
+  /**
+   * Stops the running source, writes {@code rows} changes with {@code loader} while it is stopped, times a raw slot's
+   * decode of them, then the source's drain from its first message to its last.
+   */
+  private Drain timedDrain(Queen queen, Run run, int rows, Load loader) throws Exception {
     // the backlog: the source stopped (its slot stays), a raw slot on the same publication, the load
     queen.connectors().put(run.name, run.doc(false));
     awaitPhase(queen, run.name, "disabled");
     sql(run, "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_raw'",
         "select pg_create_logical_replication_slot('bench_raw', 'pgoutput')");
-    load(run, rows);
+    loader.run();
 
     // raw: the same WAL decoded and discarded
     long r0 = System.nanoTime();
