@@ -99,6 +99,41 @@ class KvWriteManyTest {
     assertThat(fx.kv.get(ns, "y").version()).isEqualTo(1);
   }
 
+  /**
+   * Large bundles on one connection, past the five calls after which PL/pgSQL keeps a generic plan: every write's
+   * result in its place, whether the insert created its key (V38 finds its ordinal by namespace and key) or an
+   * existing row sent it through kv_put, with a put and an increment after the run.
+   */
+  @Test
+  void largeBundlesAnswerEveryWriteInItsPlaceCallAfterCall() throws SQLException {
+    for (int k = 0; k < 3000; k += 7) {
+      fx.kv.put(ns, "k" + k, "old", HOUR); // every seventh key of the first call exists
+    }
+    try (Connection c = fx.ds.getConnection()) {
+      for (int call = 0; call < 7; call++) {
+        List<KvWrite> writes = new java.util.ArrayList<>();
+        for (int k = 0; k < 3000; k++) {
+          writes.add(fx.store.preparePutIfAbsent(ns, (call == 0 ? "k" : "c" + call + "-") + k, "v" + k, HOUR));
+        }
+        writes.add(fx.store.preparePut(ns, "tail" + call, "1", HOUR));
+        writes.add(fx.store.prepareIncr(ns, "count", 1, HOUR));
+        List<KvWriteResult> res = fx.store.writeMany(c, writes);
+        assertThat(res).hasSize(3002);
+        for (int k = 0; k < 3000; k++) {
+          KvWriteResult r = res.get(k);
+          assertThat(r.key()).isEqualTo((call == 0 ? "k" : "c" + call + "-") + k);
+          boolean existed = call == 0 && k % 7 == 0;
+          assertThat(r.applied()).as("call %d write %d", call, k).isEqualTo(!existed);
+          assertThat(r.value().asText()).as("call %d write %d", call, k).isEqualTo(existed ? "old" : "v" + k);
+        }
+        assertThat(res.get(3000).applied()).isTrue();
+        assertThat(res.get(3001).value().asLong()).isEqualTo(call + 1);
+      }
+    }
+    assertThat(fx.kv.get(ns, "c6-2999").value().asText()).isEqualTo("v2999");
+    assertThat(fx.kv.get(ns, "k7").value().asText()).isEqualTo("old");
+  }
+
   @Test
   void theDatabaseRefusesTwoTouchesOfOneKeyInOneCall() throws SQLException {
     try (Connection c = fx.ds.getConnection(); Statement st = c.createStatement()) {
