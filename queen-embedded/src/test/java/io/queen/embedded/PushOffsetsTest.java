@@ -13,6 +13,8 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -231,10 +233,6 @@ class PushOffsetsTest {
   }
 
   /**
-   * V32 keeps the previous version's push functions (jsonb[] payloads, fewer arguments), so a node of that version still
-   * pushes while the cluster is upgraded; its messages keep their transaction ids in the index.
-   */
-  /**
    * The full push (items with transaction ids: the idempotent producer's and the source connector's pushes) in large
    * batches over many partitions, named in shuffled order, some existing and some new in every call, with duplicates
    * of earlier calls and within the batch, twelve calls on one connection: PL/pgSQL caches a generic plan after five,
@@ -262,7 +260,7 @@ class PushOffsetsTest {
           String t;
           int kind = random.nextInt(20);
           if (kind == 0 && !pastTxns.isEmpty()) {
-            t = pastTxns.get(random.nextInt(pastTxns.size())); // a duplicate of an earlier call, or a new key elsewhere
+            t = pastTxns.get(random.nextInt(pastTxns.size())); // a duplicate of an earlier call
             p = t.substring(0, t.indexOf('/'));
           } else if (kind == 1 && !txns.isEmpty()) {
             int j = random.nextInt(txns.size()); // a duplicate within the batch
@@ -275,8 +273,8 @@ class PushOffsetsTest {
           txns.add(t);
         }
         String[] payloads = new String[parts.size()];
-        java.util.Arrays.fill(payloads, "{\"n\": 1}");
-        st.setArray(1, c.createArrayOf("text", java.util.Collections.nCopies(parts.size(), q).toArray()));
+        Arrays.fill(payloads, "{\"n\": 1}");
+        st.setArray(1, c.createArrayOf("text", Collections.nCopies(parts.size(), q).toArray()));
         st.setArray(2, c.createArrayOf("text", parts.toArray()));
         st.setArray(3, c.createArrayOf("text", payloads));
         st.setArray(4, c.createArrayOf("text", txns.toArray()));
@@ -320,6 +318,10 @@ class PushOffsetsTest {
     }
   }
 
+  /**
+   * V32 keeps the previous version's push functions (jsonb[] payloads, fewer arguments), so a node of that version still
+   * pushes while the cluster is upgraded; its messages keep their transaction ids in the index.
+   */
   @Test
   void aNodeOfThePreviousVersionStillPushes() throws SQLException {
     queen.queue("old-node").partition("a").push(Map.of("n", 0));

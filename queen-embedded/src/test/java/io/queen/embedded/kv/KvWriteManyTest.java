@@ -13,6 +13,7 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
@@ -111,7 +112,7 @@ class KvWriteManyTest {
     }
     try (Connection c = fx.ds.getConnection()) {
       for (int call = 0; call < 7; call++) {
-        List<KvWrite> writes = new java.util.ArrayList<>();
+        List<KvWrite> writes = new ArrayList<>();
         for (int k = 0; k < 3000; k++) {
           writes.add(fx.store.preparePutIfAbsent(ns, (call == 0 ? "k" : "c" + call + "-") + k, "v" + k, HOUR));
         }
