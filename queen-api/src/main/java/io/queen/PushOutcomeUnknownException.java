@@ -16,9 +16,10 @@ import java.util.Objects;
  * failed push, or by an earlier one with the same transaction id): either way it is stored exactly once.
  * Pushing the original items again instead is <em>not</em> safe for items without a transaction id, since
  * Queen would generate new ids for them. A batch is one transaction, so either all of it was stored or
- * none of it (apart from the caller's own duplicates). Push them again within 24 hours: a generated id of a
- * batch is found through the push's receipt, which the janitor removes after that time (a caller's own
- * transaction id is found for as long as its message is stored). The items may go again whole, in part or in
+ * none of it (apart from the caller's own duplicates). Push them again within 24 hours (the embedded
+ * broker's {@code pushReceiptRetention}, 10 min .. 30 days): a generated id of a batch is found through the
+ * push's receipt, which the janitor removes after that time (a caller's own transaction id is found for as
+ * long as its message is stored). The items may go again whole, in part or in
  * another order.
  *
  * <p>Like every {@link QueenDatabaseException}, its message holds the operation, the SQLState and the

@@ -654,17 +654,16 @@ public final class Broker {
     return stored != null ? stored : id.toString();
   }
 
-  /** How long a push's receipts are kept: a push of {@link PushOutcomeUnknownException#items()} finds them for so long. */
-  public static final Duration RECEIPT_RETENTION = Duration.ofHours(24);
   /** Receipts removed per statement by {@link #forgetOldReceipts}. */
   static final int RECEIPT_CHUNK = 10_000;
 
   /**
-   * Janitor: removes the receipts of pushes older than {@link #RECEIPT_RETENTION} (by the time in their ids, through
-   * the primary key, {@link #RECEIPT_CHUNK} at a time, at most {@code maxChunks} statements). Returns how many.
+   * Janitor: removes the receipts of pushes older than {@code retention} (the node's pushReceiptRetention; by the time
+   * in their ids, through the primary key, {@link #RECEIPT_CHUNK} at a time, at most {@code maxChunks} statements): a
+   * push of {@link PushOutcomeUnknownException#items()} finds a receipt for so long. Returns how many it removed.
    */
-  public static long forgetOldReceipts(DataSource ds, String quotedSchema, int maxChunks) {
-    long cutoffMillis = System.currentTimeMillis() - RECEIPT_RETENTION.toMillis();
+  public static long forgetOldReceipts(DataSource ds, String quotedSchema, Duration retention, int maxChunks) {
+    long cutoffMillis = System.currentTimeMillis() - retention.toMillis();
     UUID bound = new UUID(cutoffMillis << 16, 0L); // below every id made in that millisecond or later (idMillis)
     long removed = 0;
     for (int chunk = 0; chunk < maxChunks; chunk++) {
@@ -690,7 +689,7 @@ public final class Broker {
 
   /**
    * The push receipts left: the table's row estimate from {@code pg_class} (a count would read the whole table, which
-   * holds a day of pushes) and the age of the oldest receipt, from the time in the first anchor of the primary key.
+   * holds the retention's worth of pushes) and the age of the oldest receipt, from the time in the first anchor of the primary key.
    */
   public static ReceiptsLeft receiptsLeft(DataSource ds, String quotedSchema) {
     return Sql.inTransaction(ds, "read the push receipts left", c -> {

@@ -9,7 +9,7 @@ import javax.sql.DataSource;
 public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, String password, int poolSize,
     String schema, String nodeId, ObjectMapper mapper, ThreadFactory threadFactory, Duration pollInterval,
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
-    Duration connectTimeout, Duration sessionTimeout, byte[] encryptionKey, int connectorThreads,
+    Duration connectTimeout, Duration sessionTimeout, Duration pushReceiptRetention, byte[] encryptionKey, int connectorThreads,
     Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
     java.util.List<byte[]> oldEncryptionKeys) {
 
@@ -31,6 +31,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
         + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes + ", metrics=" + (meterRegistry != null)
         + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout
         + ", sessionTimeout=" + sessionTimeout + " (heartbeat every " + heartbeatInterval() + ")"
+        + ", pushReceiptRetention=" + pushReceiptRetention
         + ", encryptionKey=" + (encryptionKey != null ? "set" : "none") + ", connectors=" + (runConnectors
         ? connectorThreads + " thread(s), re-read every " + connectorRefresh + ", source lease " + sourceLeaseTtl : "off");
   }

@@ -155,15 +155,15 @@ public final class QueenImpl implements Queen {
     }
   }
 
-  /** How often the janitor removes push receipts older than {@link Broker#RECEIPT_RETENTION}. */
+  /** How often the janitor removes push receipts older than the node's pushReceiptRetention. */
   static final long FORGET_RECEIPTS_PERIOD_MS = 60_000;
 
   /** Removes old push receipts (at most 100 chunks a pass; the next pass goes on); never throws. */
   void forgetOldReceipts() {
     try {
-      long n = Broker.forgetOldReceipts(ds, broker.schema(), 100);
+      long n = Broker.forgetOldReceipts(ds, broker.schema(), config.pushReceiptRetention(), 100);
       if (n > 0) {
-        LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n, Broker.RECEIPT_RETENTION);
+        LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n, config.pushReceiptRetention());
       }
       if (metrics.enabled()) {
         Broker.ReceiptsLeft left = Broker.receiptsLeft(ds, broker.schema());

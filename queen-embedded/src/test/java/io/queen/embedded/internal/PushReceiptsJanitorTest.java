@@ -1,6 +1,7 @@
 package io.queen.embedded.internal;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
@@ -11,6 +12,7 @@ import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -19,13 +21,15 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The janitor's removal of push receipts (V32): receipts whose run was made more than {@link Broker#RECEIPT_RETENTION}
- * ago go, in chunks through the primary key; younger ones stay; the ids' layout gives the run and the rank.
+ * The janitor's removal of push receipts (V32): receipts whose run was made more than the node's
+ * {@code pushReceiptRetention} ago (24 h unless set) go, in chunks through the primary key; younger ones stay; the ids'
+ * layout gives the run and the rank.
  */
 @QueenPostgres
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class PushReceiptsJanitorTest {
   private static final String S = "receipts";
+  private static final long DAY = EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION.toMillis();
 
   @Test
   void receiptsOlderThanTheirRetentionAreRemovedAndYoungerOnesKept(TestDatabase db) throws Exception {
@@ -38,20 +42,20 @@ class PushReceiptsJanitorTest {
       try (Connection c = pool.getConnection();
           PreparedStatement st = c.prepareStatement("insert into " + S + ".push_receipts values (?, 1, 0)")) {
         for (int i = 0; i < Broker.RECEIPT_CHUNK + 5; i++) { // more than one chunk
-          UUID id = new UUID(((now - Broker.RECEIPT_RETENTION.toMillis() - 60_000 - i) << 16) | 0x7000L, 0x8000000000000000L);
+          UUID id = new UUID(((now - DAY - 60_000 - i) << 16) | 0x7000L, 0x8000000000000000L);
           old.add(id);
           st.setObject(1, id);
           st.addBatch();
         }
-        st.setObject(1, new UUID(((now - Broker.RECEIPT_RETENTION.toMillis() + 60_000) << 16) | 0x7000L, 0x8000000000000000L));
+        st.setObject(1, new UUID(((now - DAY + 60_000) << 16) | 0x7000L, 0x8000000000000000L));
         st.addBatch();
         st.executeBatch();
       }
       assertThat(count(pool)).isEqualTo(Broker.RECEIPT_CHUNK + 5 + 2);
 
-      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", 100)).isEqualTo(Broker.RECEIPT_CHUNK + 5);
+      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100)).isEqualTo(Broker.RECEIPT_CHUNK + 5);
       assertThat(count(pool)).as("the push's receipt and the one a minute short of the retention").isEqualTo(2);
-      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", 100)).isZero();
+      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100)).isZero();
     }
   }
 
@@ -84,6 +88,45 @@ class PushReceiptsJanitorTest {
       assertThat(registry.get("queen.push.receipts.oldest.age").gauge().value())
           .as("the receipt of an hour ago is the oldest left").isBetween(3590.0, 3700.0);
     }
+  }
+
+  /** An operator who keeps receipts 30 minutes: this node's janitor removes what is older, and the rest stays. */
+  @Test
+  void aNodeKeepsReceiptsForItsOwnRetention(TestDatabase db) throws Exception {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    String schema = S + "_short";
+    try (HikariDataSource pool = db.newDataSource(4);
+        Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false)
+            .pushReceiptRetention(Duration.ofMinutes(30)).meterRegistry(registry).start()) {
+      assertThat(((QueenImpl) queen).config().describe()).contains("pushReceiptRetention=PT30M");
+      long now = System.currentTimeMillis();
+      try (Connection c = pool.getConnection();
+          PreparedStatement st = c.prepareStatement("insert into " + schema + ".push_receipts values (?, 1, 0)")) {
+        for (long ageMinutes : new long[] {40, 31, 29, 5}) {
+          st.setObject(1, new UUID(((now - ageMinutes * 60_000) << 16) | 0x7000L, 0x8000000000000000L));
+          st.addBatch();
+        }
+        st.executeBatch();
+      }
+      ((QueenImpl) queen).forgetOldReceipts();
+      assertThat(registry.get("queen.push.receipts.removed").counter().count()).isEqualTo(2);
+      assertThat(registry.get("queen.push.receipts.oldest.age").gauge().value())
+          .as("the receipt of 29 minutes ago is the oldest left").isBetween(29 * 60.0, 30 * 60.0);
+    }
+  }
+
+  @Test
+  void theRetentionIsValidated(TestDatabase db) {
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(db.dataSource())
+        .pushReceiptRetention(Duration.ofMinutes(5)).start())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("pushReceiptRetention must be between 10 min and 30 days, was 5 min");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(db.dataSource())
+        .pushReceiptRetention(Duration.ofDays(31)).start())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("pushReceiptRetention must be between 10 min and 30 days, was 31 days");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().pushReceiptRetention(null))
+        .isInstanceOf(NullPointerException.class).hasMessage("pushReceiptRetention");
   }
 
   @Test
