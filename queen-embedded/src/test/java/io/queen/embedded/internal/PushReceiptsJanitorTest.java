@@ -53,9 +53,11 @@ class PushReceiptsJanitorTest {
       }
       assertThat(count(pool)).isEqualTo(Broker.RECEIPT_CHUNK + 5 + 2);
 
-      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100)).isEqualTo(Broker.RECEIPT_CHUNK + 5);
+      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100))
+          .isEqualTo(Broker.RECEIPT_CHUNK + 5);
       assertThat(count(pool)).as("the push's receipt and the one a minute short of the retention").isEqualTo(2);
-      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100)).isZero();
+      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100))
+          .isZero();
     }
   }
 
@@ -72,15 +74,7 @@ class PushReceiptsJanitorTest {
       assertThat(registry.get("queen.push.receipts.oldest.age").gauge().value()).isZero();
 
       queen.queue("q").partition("p").pushAll(List.of(java.util.Map.of("seq", 1), java.util.Map.of("seq", 2)));
-      long now = System.currentTimeMillis();
-      try (Connection c = pool.getConnection();
-          PreparedStatement st = c.prepareStatement("insert into " + schema + ".push_receipts values (?, 1, 0)")) {
-        for (long ageMinutes : new long[] {24 * 60 + 5, 24 * 60 + 1, 60}) {
-          st.setObject(1, new UUID(((now - ageMinutes * 60_000) << 16) | 0x7000L, 0x8000000000000000L));
-          st.addBatch();
-        }
-        st.executeBatch();
-      }
+      insertReceipts(pool, schema, 24 * 60 + 5, 24 * 60 + 1, 60);
       node.forgetOldReceipts();
       assertThat(registry.get("queen.push.receipts.removed").counter().count()).isEqualTo(2);
       assertThat(registry.get("queen.push.receipts").gauge().value()).as("an estimate, at least one")
@@ -99,15 +93,7 @@ class PushReceiptsJanitorTest {
         Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false)
             .pushReceiptRetention(Duration.ofMinutes(30)).meterRegistry(registry).start()) {
       assertThat(((QueenImpl) queen).config().describe()).contains("pushReceiptRetention=PT30M");
-      long now = System.currentTimeMillis();
-      try (Connection c = pool.getConnection();
-          PreparedStatement st = c.prepareStatement("insert into " + schema + ".push_receipts values (?, 1, 0)")) {
-        for (long ageMinutes : new long[] {40, 31, 29, 5}) {
-          st.setObject(1, new UUID(((now - ageMinutes * 60_000) << 16) | 0x7000L, 0x8000000000000000L));
-          st.addBatch();
-        }
-        st.executeBatch();
-      }
+      insertReceipts(pool, schema, 40, 31, 29, 5);
       ((QueenImpl) queen).forgetOldReceipts();
       assertThat(registry.get("queen.push.receipts.removed").counter().count()).isEqualTo(2);
       assertThat(registry.get("queen.push.receipts.oldest.age").gauge().value())
@@ -145,6 +131,19 @@ class PushReceiptsJanitorTest {
     UUID next = Broker.timeOrderedUuid();
     assertThat(next.toString()).isGreaterThan(new UUID(first.getMostSignificantBits(),
         first.getLeastSignificantBits() | ((1L << Broker.RANK_BITS) - 1)).toString());
+  }
+
+  /** Receipts of runs made {@code ageMinutes} ago (one each), as a push would have written them. */
+  private static void insertReceipts(HikariDataSource pool, String schema, long... ageMinutes) throws Exception {
+    long now = System.currentTimeMillis();
+    try (Connection c = pool.getConnection();
+        PreparedStatement st = c.prepareStatement("insert into " + schema + ".push_receipts values (?, 1, 0)")) {
+      for (long age : ageMinutes) {
+        st.setObject(1, new UUID(((now - age * 60_000) << 16) | 0x7000L, 0x8000000000000000L));
+        st.addBatch();
+      }
+      st.executeBatch();
+    }
   }
 
   private static long count(HikariDataSource pool) throws Exception {
