@@ -689,7 +689,8 @@ public final class Broker {
 
   /**
    * The push receipts left: the table's row estimate from {@code pg_class} (a count would read the whole table, which
-   * holds the retention's worth of pushes) and the age of the oldest receipt, from the time in the first anchor of the primary key.
+   * holds the retention's worth of pushes) and the age of the oldest receipt, from the time in the first anchor of the
+   * primary key.
    */
   public static ReceiptsLeft receiptsLeft(DataSource ds, String quotedSchema) {
     return Sql.inTransaction(ds, "read the push receipts left", c -> {

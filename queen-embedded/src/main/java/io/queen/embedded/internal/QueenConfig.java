@@ -9,8 +9,8 @@ import javax.sql.DataSource;
 public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, String password, int poolSize,
     String schema, String nodeId, ObjectMapper mapper, ThreadFactory threadFactory, Duration pollInterval,
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
-    Duration connectTimeout, Duration sessionTimeout, Duration pushReceiptRetention, byte[] encryptionKey, int connectorThreads,
-    Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
+    Duration connectTimeout, Duration sessionTimeout, Duration pushReceiptRetention, byte[] encryptionKey,
+    int connectorThreads, Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
     java.util.List<byte[]> oldEncryptionKeys) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
