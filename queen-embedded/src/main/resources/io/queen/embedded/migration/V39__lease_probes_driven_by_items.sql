@@ -8,9 +8,9 @@
 -- scans run 1,000 times each at 19-20 us a probe, about 60 of the call's 110 ms. Now:
 --   * each lease's cursor is locked by a lateral subquery with its own FOR UPDATE, run once per item in key order:
 --     a subquery with a locking clause is never flattened, and a lateral one can only be the inner side of its
---     join, so the items are the outer side whatever the statistics say, and the
---     look-up is by the primary key alone; the lock's conditions are inside the subquery, so they are checked
---     again on the newest version of a row that changed after the statement's snapshot, as before;
+--     join, so the items are the outer side whatever the statistics say, and the look-up is by the primary key
+--     alone; the lock's conditions are inside the subquery, so they are checked again on the newest version of a
+--     row that changed after the statement's snapshot, as before;
 --   * the partitions ack drains are SHARE-locked (SKIP LOCKED) the same way, in id order, with the condition
 --     "the settlement reaches the newest message" checked on the locked version;
 --   * the update that settles the locked cursors reads the call's cursors once through `= any(p_pids)` (one
