@@ -92,13 +92,25 @@ public interface ConsumerBuilder {
   /**
    * Moves the group's cursor of every partition to just before the first message created at or after
    * {@code time}; releases the group's leases. Returns the number of partitions moved.
+   *
+   * <p>The three seeks move a group that exists (one that has consumed the queue at least once). A group or
+   * queue that does not exist is refused with an {@link IllegalArgumentException} that names it (and the
+   * queue's groups), and nothing is created: a seek of a misspelt group would otherwise subscribe a group that
+   * holds back the queue's retention until someone deletes it. A new group starts where {@link
+   * #subscription(SubscriptionMode)} or {@link #subscriptionFrom(Instant)} says when it first consumes.
    */
   int seek(Instant time);
 
-  /** Moves the group's cursors to the end (skips everything stored); releases leases. */
+  /**
+   * Moves the group's cursors to the end (skips everything stored); releases leases. The group must exist, as
+   * for {@link #seek(Instant)}.
+   */
   int seekToEnd();
 
-  /** Moves the group's cursors to the beginning (redelivers everything stored); releases leases. */
+  /**
+   * Moves the group's cursors to the beginning (redelivers everything stored); releases leases. The group must
+   * exist, as for {@link #seek(Instant)}.
+   */
   int seekToBeginning();
 
   /** Forgets the group: its cursors, leases and dead letters. The next use subscribes it anew. */

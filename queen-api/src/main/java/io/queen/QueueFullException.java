@@ -6,8 +6,12 @@ public final class QueueFullException extends QueenException {
   private final String queue;
   private final long maxSize;
 
+  /**
+   * @param detail what the push found, such as {@code "0 stored + 3 pushed"}, or {@code null} when not known
+   */
   public QueueFullException(String queue, long maxSize, String detail) {
-    super("queue '" + queue + "' is full: maxSize=" + maxSize + " (" + detail + "); nothing of the batch was stored");
+    super("queue '" + queue + "' is full: " + (detail == null ? "" : detail + " > ") + "maxSize " + maxSize
+        + "; nothing of the batch was stored");
     this.queue = queue;
     this.maxSize = maxSize;
   }

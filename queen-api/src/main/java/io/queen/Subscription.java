@@ -26,6 +26,11 @@ public interface Subscription extends AutoCloseable {
   /**
    * Messages this subscription completed: acknowledged, or committed with their bundle. Not counted here:
    * {@link #alreadyDone()} (acknowledged without their bundle) and {@link #deadLettered()}.
+   *
+   * <p>A plain handler's acknowledgements are committed by the subscription's acker thread a moment after
+   * the handler returns, so right after a handler returned this can read lower than {@link #handled()}; a
+   * test that checks it should wait for it (for example with Awaitility) rather than read it once. After
+   * {@link #close()} returns, every acknowledgement has been counted.
    */
   long acked();
 
@@ -47,6 +52,11 @@ public interface Subscription extends AutoCloseable {
   @Override
   void close();
 
-  /** Closes with a specific grace period for running handlers. */
+  /**
+   * Closes with a specific grace period for running handlers, between zero (interrupt them at once) and 10
+   * minutes, as {@link ConsumerBuilder#gracePeriod(Duration)}.
+   *
+   * @throws IllegalArgumentException if {@code grace} is negative or longer than 10 minutes (nothing is closed)
+   */
   void close(Duration grace);
 }

@@ -17,7 +17,11 @@ import io.queen.Queen;
 import io.queen.QueueFullException;
 import io.queen.SubscriptionMode;
 import io.queen.testkit.QueenPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -34,10 +38,12 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class PushPopAckTest {
   private Queen queen;
+  private DataSource ds;
   private String q;
 
   @BeforeEach
   void start(DataSource ds, TestInfo info) {
+    this.ds = ds;
     queen = EmbeddedQueen.builder().dataSource(ds).nodeId("t1").start();
     q = "q-" + info.getTestMethod().orElseThrow().getName();
   }
@@ -311,7 +317,7 @@ class PushPopAckTest {
     queen.queue(q).partition("p").pushAll(List.of(body(0), body(1)));
     assertThatThrownBy(() -> queen.queue(q).partition("p").pushAll(List.of(body(2), body(3))))
         .isInstanceOf(QueueFullException.class)
-        .hasMessageContaining(q).hasMessageContaining("maxSize=3");
+        .hasMessage("queue '" + q + "' is full: 2 stored + 2 pushed > maxSize 3; nothing of the batch was stored");
     assertThat(queen.status().queue(q).messages()).isEqualTo(2);
     queen.queue(q).partition("p").push(body(2));
     assertThat(queen.status().queue(q).messages()).isEqualTo(3);
@@ -370,6 +376,29 @@ class PushPopAckTest {
     assertThat(queen.queue(q).group("g").batch(10).pop()).hasSize(3);
     queen.queue(q).group("g").seekToEnd();
     assertThat(queen.queue(q).group("g").batch(10).pop()).isEmpty();
+  }
+
+  @Test
+  void seekRefusesAGroupOrQueueThatDoesNotExistAndCreatesNothing() throws Exception {
+    queen.queue(q).partition("p").pushAll(List.of(body(0), body(1)));
+    queen.ack(queen.queue(q).group("billing").subscription(SubscriptionMode.ALL).batch(10).pop());
+
+    assertThatThrownBy(() -> queen.queue(q).group("biling").seekToBeginning())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("group 'biling' has never consumed queue '" + q + "'")
+        .hasMessageContaining("its groups: billing")
+        .hasMessageContaining("subscription(...)");
+    assertThatThrownBy(() -> queen.queue(q + "-typo").group("billing").seek(Instant.now()))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("queue '" + q + "-typo' does not exist");
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+         ResultSet rs = st.executeQuery("select count(*) from queen.consumer_groups where name = 'biling'")) {
+      rs.next();
+      assertThat(rs.getInt(1)).isZero();
+    }
+    // the group that exists is still moved, and keeps its place
+    assertThat(queen.queue(q).group("billing").seekToBeginning()).isEqualTo(1);
+    assertThat(queen.queue(q).group("billing").batch(10).pop()).hasSize(2);
   }
 
   @Test

@@ -929,12 +929,19 @@ public final class Broker {
         ServerErrorMessage m = e.getServerErrorMessage();
         String queue = m != null && m.getDetail() != null ? m.getDetail() : "?";
         long max = m != null && m.getHint() != null ? Long.parseLong(m.getHint()) : -1;
-        throw new QueueFullException(queue, max, m != null ? m.getMessage() : Sql.sanitize(e).getMessage());
+        java.util.regex.Matcher counts = m == null || m.getMessage() == null ? null
+            : FULL_COUNTS.matcher(m.getMessage());
+        throw new QueueFullException(queue, max,
+            counts != null && counts.find() ? counts.group(1) + " stored + " + counts.group(2) + " pushed" : null);
       }
       throw e;
     }
     return out;
   }
+
+  /** The counts in push's "queue ... is full: S stored + P pushed > maxSize M" (the queue and M come apart). */
+  private static final java.util.regex.Pattern FULL_COUNTS =
+      java.util.regex.Pattern.compile("(\\d+) stored \\+ (\\d+) pushed");
 
   // -------------------------------------------------------------------------------------------- pop
 
@@ -1459,6 +1466,7 @@ public final class Broker {
   /** Moves a group's cursors: mode BEGINNING, END or TIME. */
   public int seek(String queue, String group, String mode, Instant at) {
     return Sql.inTransaction(ds, "seek", c -> {
+      requireGroup(c, queue, group);
       try (PreparedStatement st = c.prepareStatement("select " + schema + ".seek(?, ?, ?, ?)")) {
         st.setString(1, queue);
         st.setString(2, group);
@@ -1470,6 +1478,32 @@ public final class Broker {
         }
       }
     });
+  }
+
+  /**
+   * Refuses a seek of a queue or group that does not exist: the seek would otherwise subscribe a misspelt group,
+   * which then holds back retention for its queue until someone deletes it. Names up to ten of the queue's groups.
+   */
+  private void requireGroup(Connection c, String queue, String group) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select q.id, exists (select 1 from " + schema
+        + ".consumer_groups g where g.queue_id = q.id and g.name = ?), array(select g.name from " + schema
+        + ".consumer_groups g where g.queue_id = q.id order by g.name limit 10) from " + schema
+        + ".queues q where q.name = ? for key share of q")) {
+      st.setString(1, group);
+      st.setString(2, queue);
+      try (ResultSet rs = st.executeQuery()) {
+        if (!rs.next()) {
+          throw new IllegalArgumentException("seek: queue '" + queue + "' does not exist; nothing was moved");
+        }
+        if (!rs.getBoolean(2)) {
+          String[] known = (String[]) rs.getArray(3).getArray();
+          throw new IllegalArgumentException("seek: group '" + group + "' has never consumed queue '" + queue
+              + "' (its groups: " + (known.length == 0 ? "none" : String.join(", ", known))
+              + "); seek moves the cursors of a group that exists. A new group starts where subscription(...) or"
+              + " subscriptionFrom(...) says when it first consumes. Nothing was created or moved");
+        }
+      }
+    }
   }
 
   /** Forgets a consumer group of a queue. */

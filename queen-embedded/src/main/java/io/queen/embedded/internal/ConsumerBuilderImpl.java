@@ -127,12 +127,17 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public ConsumerBuilder gracePeriod(Duration g) {
+    grace = checkGrace(g);
+    return this;
+  }
+
+  /** The grace period's rule, for the builder and for {@code Subscription.close(Duration)}. */
+  static Duration checkGrace(Duration g) {
     Objects.requireNonNull(g, "gracePeriod");
     if (g.isNegative() || g.compareTo(Duration.ofMinutes(10)) > 0) {
       throw new IllegalArgumentException("gracePeriod must be between 0 and PT10M, was " + g);
     }
-    grace = g;
-    return this;
+    return g;
   }
 
   private boolean ownedExpiryCounts = true;

@@ -40,7 +40,7 @@ final class Extensions {
     if (!q.config().janitor()) {
       return;
     }
-    KvSweeper sweeper = new KvSweeper(q.dataSource(), q.config().schema());
+    KvSweeper sweeper = new KvSweeper(q.dataSource(), q.config().schema(), q.nodeId());
     q.scheduler().scheduleWithFixedDelay(sweeper, JANITOR_PERIOD_MS, JANITOR_PERIOD_MS, TimeUnit.MILLISECONDS);
   }
 }

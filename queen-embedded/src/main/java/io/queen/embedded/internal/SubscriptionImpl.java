@@ -161,9 +161,21 @@ final class SubscriptionImpl implements Subscription {
     queen.wakeups().addListener(request.queue(), onWake);
     workers.forEach(Thread::start);
     claimer.start();
-    LOG.info("{} - consuming {} with {} worker(s), batch {}, {} partition(s) per pop{}", queen.nodeId(), where,
+    LOG.info("{} - consuming {} with {} worker(s), batch {}, {} partition(s) per pop{}{}", queen.nodeId(), where,
         concurrency, request.batch(), maxPartitions > 0 ? String.valueOf(maxPartitions) : "as many as idle workers",
-        txOne != null || txMany != null ? ", in transactions" : "");
+        txOne != null || txMany != null ? ", in transactions" : "", startsAt());
+  }
+
+  /** Where the group starts if Queen has not seen it yet: the detail a new user misses when a backlog is ignored. */
+  private String startsAt() {
+    if (Queen.DEFAULT_GROUP.equals(request.group())) {
+      return "";
+    }
+    if (request.from() != null) {
+      return "; if the group is new, it starts at messages created from " + request.from();
+    }
+    return "ALL".equals(request.mode()) ? "; if the group is new, it starts at the beginning"
+        : "; if the group is new, it starts at the end (messages pushed from now on)";
   }
 
   @Override
@@ -917,6 +929,7 @@ final class SubscriptionImpl implements Subscription {
 
   @Override
   public void close(Duration grace) {
+    ConsumerBuilderImpl.checkGrace(grace);
     if (!closed.compareAndSet(false, true)) {
       return;
     }

@@ -39,6 +39,8 @@ public final class KvSweeper implements Runnable {
 
   private final DataSource ds;
   private final String schemaName;
+  /** What log lines start with: the node id for a node's sweeper, else the schema. */
+  private final String logName;
   private final int batch;
   private final int maxBatches;
   private final String sweepSql;
@@ -48,13 +50,23 @@ public final class KvSweeper implements Runnable {
     this(ds, schema, DEFAULT_BATCH, DEFAULT_MAX_BATCHES);
   }
 
+  /** A node's sweeper: its log lines start with the node id, as the node's other lines do. */
+  public KvSweeper(DataSource ds, String schema, String nodeId) {
+    this(ds, schema, DEFAULT_BATCH, DEFAULT_MAX_BATCHES, Objects.requireNonNull(nodeId, "nodeId"));
+  }
+
   /**
    * @param batch rows per batch (1..10,000)
    * @param maxBatches batches per round (at least 1)
    */
   public KvSweeper(DataSource ds, String schema, int batch, int maxBatches) {
+    this(ds, schema, batch, maxBatches, schema);
+  }
+
+  private KvSweeper(DataSource ds, String schema, int batch, int maxBatches, String logName) {
     this.ds = Objects.requireNonNull(ds, "ds");
     this.schemaName = Objects.requireNonNull(schema, "schema");
+    this.logName = logName;
     if (batch < 1 || batch > 10_000) {
       throw new IllegalArgumentException("batch must be 1..10000, was " + batch);
     }
@@ -122,19 +134,19 @@ public final class KvSweeper implements Runnable {
     try {
       int n = sweepRound();
       if (n > 0) {
-        LOG.debug("{} - kv sweeper removed {} expired rows", schemaName, n);
+        LOG.debug("{} - kv sweeper removed {} expired rows", logName, n);
       }
       if (failingSince != 0) {
-        LOG.info("{} - kv sweeper works again after {} s", schemaName, (System.nanoTime() - failingSince) / 1_000_000_000L);
+        LOG.info("{} - kv sweeper works again after {} s", logName, (System.nanoTime() - failingSince) / 1_000_000_000L);
         failingSince = 0;
       }
     } catch (RuntimeException e) {
       if (failingSince == 0) {
         failingSince = System.nanoTime();
         LOG.warn("{} - kv sweeper round failed ({}); the next rounds retry every 5 s, quietly until one works",
-            schemaName, Sql.describe(e));
+            logName, Sql.describe(e));
       } else {
-        LOG.debug("{} - kv sweeper round failed again: {}", schemaName, Sql.describe(e));
+        LOG.debug("{} - kv sweeper round failed again: {}", logName, Sql.describe(e));
       }
     }
   }
