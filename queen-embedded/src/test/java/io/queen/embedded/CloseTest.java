@@ -2,6 +2,7 @@ package io.queen.embedded;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
 import io.queen.AckStatus;
 import io.queen.BrokerClosedException;
@@ -58,6 +59,58 @@ class CloseTest {
       assertThat(again).extracting(Message::offset).containsExactly(0L, 1L);
       assertThat(again.get(0).attempt()).as("a close is not the message's fault: no attempt counted").isEqualTo(1);
       b.ack(again);
+    } finally {
+      a.close();
+    }
+  }
+
+  /**
+   * A handler still running when the node closes gets the grace period to finish, and what it does in it counts:
+   * a transactional handler's bundle commits (it once failed on the closed node and was retried as an attempt),
+   * a plain handler's push goes in and its ack is made. Every subscription stops popping when the close starts,
+   * so one that is idle does not take new work while another drains.
+   */
+  @Test
+  void handlersFinishingInTheGracePeriodCommitTheirWork(DataSource ds) throws Exception {
+    Queen a = EmbeddedQueen.builder().dataSource(ds).nodeId("grace-a").pollInterval(Duration.ofMillis(50))
+        .closeGracePeriod(Duration.ofSeconds(10)).start();
+    try (Queen b = EmbeddedQueen.builder().dataSource(ds).nodeId("grace-b").start()) {
+      a.queue("grace-tx").partition("p").push(Map.of("n", 1));
+      a.queue("grace-plain").partition("p").push(Map.of("n", 2));
+      java.util.concurrent.CountDownLatch running = new java.util.concurrent.CountDownLatch(2);
+      java.util.concurrent.CountDownLatch closing = new java.util.concurrent.CountDownLatch(1);
+      var tx = a.queue("grace-tx").consumer().consumeInTransaction((m, t) -> {
+        running.countDown();
+        closing.await();
+        Thread.sleep(300); // close() is under way
+        t.put("grace", "effect", Map.of("n", m.payload().get("n").asInt()), Kv.forever());
+      });
+      var plain = a.queue("grace-plain").consumer().consume(m -> {
+        running.countDown();
+        closing.await();
+        Thread.sleep(300);
+        a.queue("grace-out").partition("p").push(Map.of("from", m.offset()));
+      });
+      var idle = a.queue("grace-idle").consumer().consume(m -> { });
+      assertThat(running.await(20, TimeUnit.SECONDS)).isTrue();
+
+      Thread closer = new Thread(a::close);
+      closer.start();
+      await().until(() -> a.toString().contains("closing"));
+      b.queue("grace-idle").partition("p").push(Map.of("n", 3)); // after the close started: not a's to take
+      closing.countDown();
+      closer.join(20_000);
+      assertThat(closer.isAlive()).isFalse();
+
+      assertThat(b.kv().get("grace", "effect").found()).as("the bundle committed in the grace period").isTrue();
+      assertThat(b.queue("grace-out").consumer().batch(10).pop()).as("the handler's push went in").hasSize(1);
+      assertThat(b.queue("grace-tx").consumer().pop()).as("acknowledged with its bundle").isEmpty();
+      assertThat(b.queue("grace-plain").consumer().pop()).as("acknowledged by the loop").isEmpty();
+      assertThat(tx.acked()).isEqualTo(1);
+      assertThat(tx.failed()).isZero();
+      assertThat(plain.acked()).isEqualTo(1);
+      assertThat(idle.handled()).as("an idle subscription stopped popping when the close began").isZero();
+      assertThat(b.queue("grace-idle").consumer().pop()).hasSize(1);
     } finally {
       a.close();
     }

@@ -163,7 +163,7 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
       long seen = queen.wakeups().version(queue);
       List<Message> got = queen.broker().pop(r);
       long left = deadline - System.nanoTime();
-      if (!got.isEmpty() || left <= 0 || queen.isClosed()) {
+      if (!got.isEmpty() || left <= 0 || queen.isClosing()) {
         return got;
       }
       try {

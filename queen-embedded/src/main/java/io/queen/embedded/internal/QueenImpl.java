@@ -46,7 +46,14 @@ public final class QueenImpl implements Queen {
   private final ScheduledExecutorService scheduler;
   private final Set<SubscriptionImpl> subscriptions = ConcurrentHashMap.newKeySet();
   private final java.util.Map<SubscriptionImpl, MissingQueueWatch> missingQueues = new ConcurrentHashMap<>();
-  private final AtomicBoolean closed = new AtomicBoolean();
+  /** Set when {@link #close()} starts: no new subscription starts, waiting pops return. */
+  private final AtomicBoolean closing = new AtomicBoolean();
+  /**
+   * Set once the subscriptions and connectors have stopped (their handlers' grace periods are over): from then
+   * on every call that does work throws. Until then a handler finishing in its grace period may still push,
+   * commit its transaction and write KV, so its work counts instead of failing on a closed node.
+   */
+  private volatile boolean closed;
   private final AtomicInteger threadCount = new AtomicInteger();
   private final io.queen.embedded.internal.kv.KvStore kvStore;
   private final Kv kv;
@@ -270,12 +277,13 @@ public final class QueenImpl implements Queen {
     return liveness;
   }
 
-  boolean isClosed() {
-    return closed.get();
+  /** True once {@link #close()} has started. */
+  boolean isClosing() {
+    return closing.get();
   }
 
   void checkOpen() {
-    if (closed.get()) {
+    if (closed) {
       throw new BrokerClosedException("Queen node " + config.nodeId());
     }
   }
@@ -294,7 +302,7 @@ public final class QueenImpl implements Queen {
 
   void register(SubscriptionImpl s) {
     subscriptions.add(s);
-    if (closed.get()) {
+    if (closing.get()) {
       s.close(Duration.ZERO);
     }
   }
@@ -432,7 +440,7 @@ public final class QueenImpl implements Queen {
 
   @Override
   public void close() {
-    if (!closed.compareAndSet(false, true)) {
+    if (!closing.compareAndSet(false, true)) {
       return;
     }
     LOG.info("{} - closing", config.nodeId());
@@ -445,9 +453,18 @@ public final class QueenImpl implements Queen {
       }
     }
     connectorsClosed = true;
+    // every subscription stops taking work first; then their running handlers share one grace period
+    List<SubscriptionImpl> stopping = new ArrayList<>();
     for (SubscriptionImpl s : List.copyOf(subscriptions)) {
-      s.close(config.closeGrace());
+      if (s.beginClose()) {
+        stopping.add(s);
+      }
     }
+    long deadline = System.nanoTime() + config.closeGrace().toNanos();
+    for (SubscriptionImpl s : stopping) {
+      s.finishClose(deadline);
+    }
+    closed = true; // the handlers are done: from here on, calls that do work throw
     releaseOwnedLeases();
     liveness.close(); // after the leases: the row goes, and the id is free for a clean restart at once
     scheduler.shutdown();
@@ -515,6 +532,6 @@ public final class QueenImpl implements Queen {
 
   @Override
   public String toString() {
-    return "Queen[" + config.nodeId() + (closed.get() ? ", closed" : "") + "]";
+    return "Queen[" + config.nodeId() + (closed ? ", closed" : closing.get() ? ", closing" : "") + "]";
   }
 }

@@ -4,6 +4,7 @@ import io.queen.AckOutcome;
 import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.BatchHandler;
+import io.queen.BrokerClosedException;
 import io.queen.CommitResult;
 import io.queen.DeadLetterException;
 import io.queen.KvReason;
@@ -606,7 +607,11 @@ final class SubscriptionImpl implements Subscription {
         giveBack(List.of(part.get(0)));
         return;
       }
-      Transaction tx = queen.transaction();
+      Transaction tx = transactionOrNull();
+      if (tx == null) {
+        giveBack(List.of(part.get(0)));
+        return;
+      }
       long t0 = System.nanoTime();
       try {
         handler.handle(m, tx);
@@ -633,9 +638,22 @@ final class SubscriptionImpl implements Subscription {
     }
   }
 
+  /** A transaction for a handler, or null once the node has closed (a worker that outlived the grace period). */
+  private Transaction transactionOrNull() {
+    try {
+      return queen.transaction();
+    } catch (BrokerClosedException e) {
+      return null;
+    }
+  }
+
   /** TransactionalBatchHandler: one bundle for the batch and its acknowledgement. */
   private void runTxBatch(List<Message> batch, Map<Long, List<Message>> byPartition, List<Message> heads) {
-    Transaction tx = queen.transaction();
+    Transaction tx = transactionOrNull();
+    if (tx == null) {
+      giveBack(heads);
+      return;
+    }
     long t0 = System.nanoTime();
     try {
       txMany.handle(batch, tx);
@@ -746,6 +764,10 @@ final class SubscriptionImpl implements Subscription {
         LOG.warn("{} - commit of a bundle of {} failed ({}); its outcome is unknown, so the lease is given back and the"
             + " message redelivered", queen.nodeId(), where, Sql.describe(e));
       }
+      giveBack(heads);
+      return null;
+    } catch (BrokerClosedException e) {
+      // the node finished closing while this handler ran past the grace period: not the message's fault
       giveBack(heads);
       return null;
     } catch (RuntimeException e) {
@@ -930,8 +952,19 @@ final class SubscriptionImpl implements Subscription {
   @Override
   public void close(Duration grace) {
     ConsumerBuilderImpl.checkGrace(grace);
+    if (beginClose()) {
+      finishClose(System.nanoTime() + grace.toNanos());
+    }
+  }
+
+  /**
+   * The first half of a close: no more pops, and every worker stops after the unit it runs. Returns false when
+   * the subscription was closing already. The node's close calls this on every subscription before it waits for
+   * any, so all of them stop taking work at once and their handlers share one grace period.
+   */
+  boolean beginClose() {
     if (!closed.compareAndSet(false, true)) {
-      return;
+      return false;
     }
     running.set(false);
     queen.wakeups().removeListener(request.queue(), onWake);
@@ -939,7 +972,14 @@ final class SubscriptionImpl implements Subscription {
     for (int i = 0; i < workers.size(); i++) {
       units.add(STOP);
     }
-    long deadline = System.nanoTime() + grace.toNanos();
+    return true;
+  }
+
+  /**
+   * The second half: waits for the claimer and the workers until {@code deadline} ({@link System#nanoTime()}),
+   * interrupts what still runs, and gives back every lease left.
+   */
+  void finishClose(long deadline) {
     boolean interrupted = false;
     Thread c = claimer;
     if (c != null) {
