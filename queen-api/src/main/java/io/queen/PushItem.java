@@ -29,8 +29,16 @@ public record PushItem(String queue, String partition, Object payload, String tr
     if (transactionId != null && (transactionId.isEmpty() || transactionId.length() > 256)) {
       throw new IllegalArgumentException("transactionId must be 1..256 characters, was " + transactionId.length());
     }
+    if (transactionId != null && transactionId.indexOf('\0') >= 0) {
+      throw new IllegalArgumentException("transactionId must not contain the NUL character (\\u0000), at index "
+          + transactionId.indexOf('\0'));
+    }
     if (traceId != null && traceId.length() > 256) {
       throw new IllegalArgumentException("traceId must be at most 256 characters, was " + traceId.length());
+    }
+    if (traceId != null && traceId.indexOf('\0') >= 0) {
+      throw new IllegalArgumentException("traceId must not contain the NUL character (\\u0000), at index "
+          + traceId.indexOf('\0'));
     }
   }
 

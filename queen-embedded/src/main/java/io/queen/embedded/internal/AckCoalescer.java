@@ -15,8 +15,10 @@ import java.util.concurrent.TimeoutException;
  * running as ONE call of {@code ack} (one transaction, one WAL flush). With sixteen workers finishing one
  * message each, that is one commit instead of sixteen: the same group commit PostgreSQL would do, but
  * without sixteen round trips and sixteen flush waits competing for the WAL. A lone ack pays one thread
- * hand-off. Results are exactly those of {@link Broker#ack(List)} for each worker's own requests; a
- * failure of the call fails every worker's share of it (as the worker's own call would have).
+ * hand-off. Results are exactly those of {@link Broker#ack(List)} for each worker's own requests. When the
+ * combined call fails for a reason other than a lost connection (something in one share was refused), each
+ * share is sent again alone, so one worker's bad request costs the others nothing; a lost connection (which
+ * {@link Broker#ack(List)} already retried) fails every share, as each worker's own call would have.
  */
 final class AckCoalescer implements AutoCloseable {
   /** Most acknowledgements in one call. */
@@ -134,7 +136,18 @@ final class AckCoalescer implements AutoCloseable {
           p.done().complete(List.copyOf(res.subList(from, to)));
           from = to;
         }
-      } catch (RuntimeException | Error e) {
+      } catch (RuntimeException e) {
+        if (batch.size() > 1 && !(e instanceof io.queen.QueenDatabaseException q && q.isTransient())) {
+          // something in one worker's share was refused: send each share alone, so the others' acks still count
+          for (Pending p : batch) {
+            sendAlone(p);
+          }
+        } else {
+          for (Pending p : batch) {
+            p.done().completeExceptionally(e);
+          }
+        }
+      } catch (Error e) {
         for (Pending p : batch) {
           p.done().completeExceptionally(e);
         }
@@ -142,11 +155,20 @@ final class AckCoalescer implements AutoCloseable {
     }
   }
 
+  private void sendAlone(Pending p) {
+    try {
+      p.done().complete(broker.ack(p.acks()));
+    } catch (RuntimeException e) {
+      p.done().completeExceptionally(e);
+    }
+  }
+
   /** Stops the flusher after it has sent what was handed over. */
   @Override
   public void close() {
     running = false;
-    flusher.interrupt();
+    // no interrupt: the flusher sees the flag within its 200 ms poll, and an interrupt could fail the call it is
+    // making (a pool waiting for a connection gives up on one), so acknowledgements already made would be lost
     try {
       flusher.join(5_000);
     } catch (InterruptedException e) {

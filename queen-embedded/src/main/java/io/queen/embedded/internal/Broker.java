@@ -1180,11 +1180,18 @@ public final class Broker {
 
   /** One acknowledgement. */
   public record AckRequest(Message message, AckStatus status, String error) {
+    /**
+     * The error text is stored as it comes, shortened to 8,192 characters and with any NUL character (which
+     * PostgreSQL's text refuses, and which would fail the whole acknowledgement call) replaced by U+FFFD.
+     */
     public AckRequest {
       Objects.requireNonNull(message, "message");
       Objects.requireNonNull(status, "status");
       if (error != null && error.length() > 8192) {
         error = error.substring(0, 8192);
+      }
+      if (error != null && error.indexOf('\0') >= 0) {
+        error = error.replace('\0', '\uFFFD');
       }
     }
   }
