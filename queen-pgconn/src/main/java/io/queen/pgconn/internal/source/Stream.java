@@ -487,8 +487,11 @@ final class Stream {
     Pointer next = new Pointer(last.commitLsn(), last.first() + last.changes().size(), last.last(), flush, p.epoch(),
         hook == null ? p.snapshot() : hook.progress(), false);
     if (Long.compareUnsigned(last.commitLsn(), p.lsn()) < 0
-        || (last.commitLsn() == p.lsn() && p.complete())) {
-      return; // the whole bundle was in Queen already (a restart re-reads from the pointer)
+        || (last.commitLsn() == p.lsn() && (p.complete() || next.count() < p.count()
+            || (next.count() == p.count() && !next.complete())))) {
+      // the whole bundle was in Queen already (a restart re-reads from the pointer; for a big transaction in
+      // pieces, from its start): handing its pointer over would move the pointer back within the transaction
+      return;
     }
     handOver(events, next, transactions, last.commitMicros(), 0);
   }
