@@ -42,7 +42,8 @@ import org.slf4j.LoggerFactory;
  * the WAL with {@code pg_logical_emit_message(false, 'queen-snap', '{"s":..,"w":..,"m":"lw"}', true)} (non-
  * transactional, so it arrives at its WAL position), reads the chunk in a short REPEATABLE READ transaction of its
  * own on a normal connection of the source database ({@code WHERE (k1,k2) > (last) AND (k1,k2) <= (max) ORDER BY
- * k1,k2 LIMIT n}, every column as {@code col::text} under the walsender's session settings, plus
+ * k1,k2 LIMIT n}, every column as its type's output function prints it ({@code format('%s', col)}, as pgoutput
+ * does; not {@code col::text}, which prints some types differently) under the walsender's session settings, plus
  * {@code pg_current_snapshot()} and the read time), buffers the rows and writes the high watermark (HW). The next
  * chunk starts only after this HW came back through the stream: one window is open at a time, and no transaction
  * stays open longer than one chunk's read, so VACUUM is never held back.
@@ -751,7 +752,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       StringBuilder order = new StringBuilder();
       for (int k = 0; k < shape.keyIdx().length; k++) {
         String col = "src." + quote(shape.relation().columns().get(shape.keyIdx()[k]).name());
-        sql.append(k == 0 ? "" : ", ").append(col).append("::text");
+        sql.append(k == 0 ? "" : ", ").append(SourceSetup.printed(col));
         order.append(k == 0 ? "" : ", ").append(col).append(" DESC");
       }
       sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name())).append(" AS src ORDER BY ")
@@ -805,9 +806,10 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       events.prepare(c, shape.relation());
       int n = shape.relation().columns().size();
       // columns qualified: an output column named like a key column must not capture ORDER BY (it is text)
-      StringBuilder sql = new StringBuilder("SELECT src.");
+      StringBuilder sql = new StringBuilder("SELECT ");
       for (int i = 0; i < n; i++) {
-        sql.append(i == 0 ? "" : ", src.").append(quote(shape.relation().columns().get(i).name())).append("::text");
+        sql.append(i == 0 ? "" : ", ")
+            .append(SourceSetup.printed("src." + quote(shape.relation().columns().get(i).name())));
       }
       sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name())).append(" AS src");
       String keyRow = keyList(shape, false);

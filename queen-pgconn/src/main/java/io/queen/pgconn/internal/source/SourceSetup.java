@@ -324,6 +324,17 @@ final class SourceSetup {
     }
   }
 
+  /**
+   * A column's value as its type's output function prints it (NULL stays NULL), which is what pgoutput sends in a
+   * change: {@code format('%s', v)} calls the output function, where {@code v::text} would take the cast some types
+   * have to text instead (boolean {@code true} for {@code t}, {@code char(n)} without its trailing blanks, inet with
+   * its {@code /32}). So a snapshot row, a stream change and a value read back print the same, and a key names the
+   * same partition whichever way its row arrived.
+   */
+  static String printed(String columnRef) {
+    return "CASE WHEN " + columnRef + " IS NULL THEN NULL ELSE format('%s', " + columnRef + ") END";
+  }
+
   static String quote(String ident) {
     if (!ident.matches("[A-Za-z_][A-Za-z0-9_$]{0,62}")) {
       throw new IllegalArgumentException("identifier not allowed");

@@ -587,7 +587,7 @@ final class Stream {
     }
     StringBuilder sql = new StringBuilder("select ");
     for (int j = 0; j < missing.size(); j++) {
-      sql.append(j == 0 ? "" : ", ").append(SourceSetup.quote(rel.columns().get(missing.get(j)).name())).append("::text");
+      sql.append(j == 0 ? "" : ", ").append(SourceSetup.printed(SourceSetup.quote(rel.columns().get(missing.get(j)).name())));
     }
     sql.append(" from ").append(table.sql()).append(" where ");
     List<String> keys = new ArrayList<>();
