@@ -312,12 +312,15 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       maxKnown = false;
       table = 0;
       done = false;
-      if (progress != null && !progress.isNull()) {
+      if (progress != null && !progress.isNull() && progress.path("done").asBoolean(false)) {
+        // copied: tables added to the document since are streamed from now on, not copied (the seed; resync)
+        table = tables.size();
+      } else if (progress != null && !progress.isNull()) {
         int i = progress.path("table").asInt(-1);
         String name = progress.path("name").asText(null);
         if (i < 0 || i > tables.size() || i < tables.size() && !tables.get(i).qualifiedName().equals(name)) {
-          throw new IllegalArgumentException("the stored snapshot progress names table #" + i + " (" + name
-              + ") but the source lists " + tables.size() + " tables in another order: resync the source");
+          throw new TablesChanged("the source's snapshot was copying table #" + (i + 1) + " (" + name
+              + ") and the document now lists " + tables.size() + " table(s) with another one in that place");
         }
         table = i;
         last = keyOf(progress.get("last"));
@@ -332,6 +335,18 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       changed.signalAll();
     } finally {
       lock.unlock();
+    }
+  }
+
+  /**
+   * The document's table list changed in front of the table the snapshot was copying (removed, or another moved
+   * before it), so which tables are copied is no longer known.
+   */
+  public static final class TablesChanged extends IllegalStateException {
+    private static final long serialVersionUID = 1L;
+
+    TablesChanged(String message) {
+      super(message);
     }
   }
 

@@ -408,7 +408,12 @@ public final class Source {
       SnapshotHook h = !spec.snapshotFirst() ? null : ChunkedSnapshot.forSource(spec, pointer.epoch(),
           () -> conns.normal(codec), rows -> { }, r -> host.newThread("pg-" + spec.name() + "-snapshot", r));
       if (h != null) {
-        h.restore(pointer.snapshot());
+        try {
+          h.restore(pointer.snapshot());
+        } catch (ChunkedSnapshot.TablesChanged e) {
+          error(ErrorCode.TABLES_CHANGED, e.getMessage());
+          return;
+        }
       }
       hook = h;
       Connection repl = conns.replication(codec);

@@ -66,6 +66,9 @@ public enum ErrorCode {
   SETUP_FAILED("setup_failed", "PostgreSQL refused a statement of the source's setup in a way that does not pass (its"
       + " SQLSTATE and message follow; often a privilege, such as altering a publication another role owns): fix what"
       + " it names; tried again at every re-read"),
+  TABLES_CHANGED("tables_changed", "the source's tables were changed while its snapshot was copying them, in"
+      + " front of the table it was at (one removed, or put before it): put that table back in its place to let the"
+      + " snapshot go on, or resync to copy every table anew; tables added after it are fine"),
   SLOT_CREATION("slot_creation", "creating the replication slot failed (it waits for the transactions running at that"
       + " moment to end; check pg_stat_activity for long ones, and max_replication_slots); retried at every re-read");
 

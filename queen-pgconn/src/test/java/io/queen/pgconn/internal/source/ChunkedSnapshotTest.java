@@ -481,7 +481,22 @@ class ChunkedSnapshotTest {
         new SnapshotDriver.TestEvents(), n -> {}, r -> new Thread(r, "queen-test-snapshot"));
     toClose.add(other);
     org.assertj.core.api.Assertions.assertThatThrownBy(() -> other.restore(d.progress().get(0)))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("resync the source");
+        .isInstanceOf(ChunkedSnapshot.TablesChanged.class)
+        .hasMessage("the source's snapshot was copying table #1 (public.first_t) and the document now lists 2 table(s)"
+            + " with another one in that place");
+    // a table added at the end while the copy runs is copied when the copy gets there; once the copy is done, a
+    // table added anywhere is not copied (the seed: streamed from then on; resync to copy it)
+    ChunkedSnapshot longer = new ChunkedSnapshot(List.of(first, empty, second, table("later_t")), 10, db::connection,
+        Values::apply, new SnapshotDriver.TestEvents(), n -> {}, r -> new Thread(r, "queen-test-snapshot"));
+    toClose.add(longer);
+    longer.restore(d.progress().get(0));
+    assertThat(longer.done()).isFalse();
+    assertThat(longer.progress().path("name").asText()).isEqualTo("public.first_t");
+    ChunkedSnapshot added = new ChunkedSnapshot(List.of(table("later_t"), first, empty, second), 10, db::connection,
+        Values::apply, new SnapshotDriver.TestEvents(), n -> {}, r -> new Thread(r, "queen-test-snapshot"));
+    toClose.add(added);
+    added.restore(d.progress().get(d.progress().size() - 1));
+    assertThat(added.done()).isTrue();
   }
 
   @Test
