@@ -129,9 +129,28 @@ class SourceSnapshotTest {
     await().atMost(Duration.ofSeconds(30)).until(() -> rows("SELECT id, customer, status, total FROM orders_copy"
         + " ORDER BY id"), r -> r.equals(List.of("1 | {\"name\": \"Ada\", \"tier\": \"gold\"} | paid | 42.00",
             "3 | {\"name\": \"Grace\", \"tier\": \"gold\"} | new | 99.90")));
+    assertThat(rows("SELECT obj_description(oid, 'pg_publication') FROM pg_publication"
+        + " WHERE pubname = 'queen_orders_src'")).containsExactly("created by Queen source orders-src");
     assertThat(queen.connectors().delete("orders-src")).isTrue();
     await().atMost(Duration.ofSeconds(30)).until(() -> rows("SELECT slot_name FROM pg_replication_slots"
         + " WHERE database = current_database()"), List::isEmpty);
+    await().atMost(Duration.ofSeconds(30)).until(() -> rows("SELECT pubname FROM pg_publication"
+        + " WHERE pubname = 'queen_orders_src'"), List::isEmpty);
+  }
+
+  /**
+   * A managed source that names a publication it did not create (here one it refuses, filtered) leaves it when it is
+   * deleted: it once dropped the user's publication although it had published nothing.
+   */
+  @Test
+  void deletingASourceKeepsAPublicationItDidNotCreate() throws Exception {
+    sql("CREATE TABLE mine (id bigint PRIMARY KEY, v int)", "CREATE PUBLICATION my_pub FOR TABLE mine WHERE (id > 10)");
+    queen.connectors().put("mine-src", """
+        {"kind": "source", "source": {"publication": "my_pub",
+                                      "tables": [{"table": "public.mine", "queue": "mine"}]}}""");
+    await().atMost(Duration.ofSeconds(30)).until(() -> "publication_filtered".equals(status("mine-src").errorCode()));
+    assertThat(queen.connectors().delete("mine-src")).isTrue(); // drops what it drops before it returns
+    assertThat(rows("SELECT pubname FROM pg_publication WHERE pubname = 'my_pub'")).containsExactly("my_pub");
   }
 
   /**

@@ -550,13 +550,18 @@ public final class Source {
         Thread.sleep(200); // its owner is stopping
       }
       if (spec.managePublication()) {
-        SourceSetup.dropPublication(c, spec.publication());
+        if (SourceSetup.createdBy(c, spec.publication(), spec.name())) {
+          SourceSetup.dropPublication(c, spec.publication());
+        } else if (SourceSetup.publicationExists(c, spec.publication())) {
+          LOG.info("{} - source '{}': kept publication {}, which the source did not create", host.nodeId(),
+              spec.name(), spec.publication());
+        }
       }
       host.queen().kv().delete(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
     } catch (SQLException | SourceConnections.Unavailable | RuntimeException e) {
-      LOG.warn("{} - source '{}': could not drop its slot {} ({}); drop it by hand, it pins WAL", host.nodeId(),
-          spec.name(), spec.slot(), e instanceof SQLException || e instanceof RuntimeException ? host.describe(e)
-              : e.getMessage());
+      LOG.warn("{} - source '{}': could not reach its database to drop its slot {}, if the source ever created it ({});"
+          + " look in pg_replication_slots there and drop it by hand: a slot pins WAL", host.nodeId(), spec.name(),
+          spec.slot(), e instanceof SQLException || e instanceof RuntimeException ? host.describe(e) : e.getMessage());
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }

@@ -187,6 +187,9 @@ final class SourceSetup {
         }
         // a partitioned table's changes are published under its own name, as the snapshot reads it
         sql.append(" with (publish = 'insert, update, delete, truncate', publish_via_partition_root = true)");
+        // marked as the source's in the same implicit transaction: deleting the source drops only what it created
+        sql.append("; comment on publication ").append(quote(pub)).append(" is '").append(mark(spec.name()))
+            .append('\'');
         try (Statement st = c.createStatement()) {
           st.execute(sql.toString());
         } catch (SQLException e) {
@@ -316,6 +319,35 @@ final class SourceSetup {
       st.executeQuery().close();
     }
     return !slot(c, slot).exists();
+  }
+
+  /** The comment a source puts on the publication it creates (source names are {@code [a-z0-9][a-z0-9_-]*}). */
+  static String mark(String source) {
+    if (!source.matches("[a-z0-9][a-z0-9_-]{0,47}")) {
+      throw new IllegalArgumentException("source name not allowed");
+    }
+    return "created by Queen source " + source;
+  }
+
+  /** Whether {@code publication} carries the mark of {@code source}: it created it, so deleting it drops it. */
+  static boolean createdBy(Connection c, String publication, String source) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select obj_description(oid, 'pg_publication') = ?"
+        + " from pg_publication where pubname = ?")) {
+      st.setString(1, mark(source));
+      st.setString(2, publication);
+      try (ResultSet rs = st.executeQuery()) {
+        return rs.next() && rs.getBoolean(1);
+      }
+    }
+  }
+
+  static boolean publicationExists(Connection c, String publication) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select 1 from pg_publication where pubname = ?")) {
+      st.setString(1, publication);
+      try (ResultSet rs = st.executeQuery()) {
+        return rs.next();
+      }
+    }
   }
 
   static void dropPublication(Connection c, String publication) throws SQLException {
