@@ -70,6 +70,30 @@ class RegistryTest {
     }
   }
 
+  /**
+   * A sink whose document says {@code enabled: false} reads {@code disabled} on a node that runs connectors, also
+   * after that node's re-read and when a running sink is switched off (it once read {@code starting} for good).
+   */
+  @Test
+  void aDisabledSinkReadsDisabledAfterTheReReadAndWhenSwitchedOff() throws Exception {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute("create table if not exists invoices (id text primary key, amount numeric)");
+    }
+    try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
+        .connectorRefresh(java.time.Duration.ofMillis(200)).start()) {
+      runner.connectors().put("off-at-once", OK.replace("\"kind\": \"sink\"", "\"kind\": \"sink\", \"enabled\": false"));
+      runner.connectors().put("on-then-off", OK);
+      org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> runner.connectors().status("on-then-off").orElseThrow().phase().equals("running"));
+      runner.connectors().put("on-then-off", OK.replace("\"kind\": \"sink\"", "\"kind\": \"sink\", \"enabled\": false"));
+      org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> runner.connectors().status("on-then-off").orElseThrow().phase().equals("disabled"));
+      Thread.sleep(600); // three re-reads: the phase stays
+      assertThat(runner.connectors().status("on-then-off")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+      assertThat(runner.connectors().status("off-at-once")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+    }
+  }
+
   @Test
   void putGetListDeleteRoundTrip() {
     queen.connectors().put("invoices-sink", OK);

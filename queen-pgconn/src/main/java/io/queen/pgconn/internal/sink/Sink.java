@@ -92,6 +92,9 @@ public final class Sink {
     this.version = version;
     this.password = password;
     this.mapper = host.mapper();
+    if (!spec.enabled()) {
+      phase = "disabled"; // never started: start() is not called for a disabled document
+    }
   }
 
   // ------------------------------------------------------------------------------ lifecycle
