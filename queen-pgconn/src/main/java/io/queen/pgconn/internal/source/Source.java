@@ -310,15 +310,16 @@ public final class Source {
   }
 
   private void failed(Exception e) {
-    errors.incrementAndGet();
-    meters.error();
     // a failure that passes is a connection (or Queen's database) out of reach; any other is a refused statement
     ErrorCode code = e instanceof SQLException se && ("28P01".equals(se.getSQLState()) || "28000".equals(se.getSQLState()))
         ? ErrorCode.LOGIN_FAILED : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.SETUP_FAILED;
     error(code, host.describe(e));
   }
 
+  /** The source stops with {@code code}: counted as an error (a refused setup as much as a failed stream). */
   private void error(ErrorCode code, String why) {
+    errors.incrementAndGet();
+    meters.error();
     boolean changed = lastCode != code;
     phase = "error";
     lastCode = code;
@@ -489,9 +490,9 @@ public final class Source {
           host.nodeId(), spec.name());
       lease.abandon();
     } else if (f != null && f.cause() != null && !stopped) {
-      errors.incrementAndGet();
-      meters.error();
       if (host.isTransient(f.cause())) {
+        errors.incrementAndGet();
+        meters.error();
         LOG.warn("{} - source '{}': the stream broke ({}); starting again", host.nodeId(), spec.name(),
             host.describe(f.cause()));
       } else {

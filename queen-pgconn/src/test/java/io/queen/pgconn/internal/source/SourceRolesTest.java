@@ -98,6 +98,7 @@ class SourceRolesTest {
     ConnectorStatus s = queen.connectors().status(name).orElseThrow();
     assertThat(s.errorCode()).isEqualTo(code.code());
     assertThat(s.error()).startsWith(code.fix());
+    assertThat(s.counters().get("errors")).as("a refused setup counts as an error (what alerts watch)").isPositive();
     return s;
   }
 
