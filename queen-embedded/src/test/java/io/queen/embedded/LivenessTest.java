@@ -204,6 +204,29 @@ class LivenessTest {
     }
   }
 
+  /**
+   * A node whose own heartbeat is late (a loaded database delayed it past the session timeout) is still alive to
+   * itself: its pops do not take its own leases as a dead node's. They once did, so two of its workers ran one
+   * partition at once. Another node does take them, as for any node whose heartbeat went stale.
+   */
+  @Test
+  void aNodeWithALateHeartbeatDoesNotTakeItsOwnLeases(DataSource ds) throws Exception {
+    String q = "late";
+    try (Queen late = node(ds, "late", Duration.ofSeconds(2)); Queen b = node(ds, "other", Duration.ofSeconds(2))) {
+      late.queue(q).partition("p").pushAll(List.of(Map.of("n", 0), Map.of("n", 1)));
+      List<Message> held = late.queue(q).consumer().batch(1).leaseTime(LONG_LEASE).pop();
+      assertThat(held).extracting(Message::offset).containsExactly(0L);
+      kill(ds, late); // its row says dead; the node itself goes on
+
+      assertThat(late.queue(q).consumer().batch(10).pop()).as("its own lease is not free to itself").isEmpty();
+      assertThat(late.renew(held.get(0))).as("and stays its own").isTrue();
+      List<Message> taken = b.queue(q).consumer().batch(10).pop();
+      assertThat(taken).as("another node takes a stale node's lease").extracting(Message::offset).containsExactly(0L);
+      assertThat(late.ack(held)).extracting(r -> r.outcome()).containsOnly(AckOutcome.LEASE_LOST);
+      b.ack(taken);
+    }
+  }
+
   @Test
   void aStaleOwnersAckStaysValidUntilSomeoneElseTakesTheLease(DataSource ds) throws Exception {
     String q = "paused";

@@ -35,7 +35,8 @@ public final class Migrator {
       "V33__push_creates_partitions.sql", "V34__push_fast_update.sql",
       "V35__ack_without_join.sql", "V36__push_without_joins.sql",
       "V37__push_linear_lookups.sql", "V38__kv_write_many_linear.sql",
-      "V39__lease_probes_driven_by_items.sql");
+      "V39__lease_probes_driven_by_items.sql",
+      "V40__pop_never_takes_its_own_leases.sql");
   private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
 
   private Migrator() {}
