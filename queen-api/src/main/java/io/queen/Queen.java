@@ -12,7 +12,8 @@ import java.util.List;
  *
  * <p>{@link #close()} is idempotent and bounded: it stops taking work, lets running handlers finish
  * up to the grace period (one period shared by all subscriptions; what a handler pushes, writes or commits
- * in it counts), releases every lease this node holds (those of its subscriptions and those
+ * in it counts; called from a handler, {@code close()} returns at once and the close goes on once the
+ * handler has returned), releases every lease this node holds (those of its subscriptions and those
  * taken by a manual {@link ConsumerBuilder#pop()}, without counting an attempt), removes the node's
  * heartbeat row (so a restart with the same node id starts at once) and closes the connections Queen
  * opened. It never closes the application's {@code DataSource}. After it, every call

@@ -7,7 +7,9 @@ import java.time.Duration;
  *
  * <p>Thread-safe. {@link #close()} is idempotent: it stops popping, waits for running handlers up to
  * the grace period (the builder's, 10 s by default), interrupts the ones still running, and releases the
- * leases its workers hold so another consumer can take the partitions at once.
+ * leases its workers hold so another consumer can take the partitions at once. Called from one of the
+ * subscription's own handlers, it returns at once and the close goes on once that handler has returned (its
+ * message is acknowledged as usual).
  */
 public interface Subscription extends AutoCloseable {
   String queue();

@@ -116,6 +116,47 @@ class CloseTest {
     }
   }
 
+  /**
+   * A handler that closes its own subscription (or the whole node) is not waited for by itself: the call returns,
+   * the handler's message is acknowledged, and nothing is redelivered. It once waited the whole grace period on its
+   * own thread, interrupted itself and gave its own lease back, so its ack was fenced and the message ran twice.
+   */
+  @Test
+  void aHandlerMayCloseItsOwnSubscriptionOrNode(DataSource ds) throws Exception {
+    Queen a = EmbeddedQueen.builder().dataSource(ds).nodeId("self-close").closeGracePeriod(Duration.ofSeconds(10))
+        .start();
+    try (Queen b = EmbeddedQueen.builder().dataSource(ds).nodeId("self-close-b").start()) {
+      a.queue("self-sub").partition("p").pushAll(List.of(Map.of("n", 0), Map.of("n", 1)));
+      a.queue("self-node").partition("p").pushAll(List.of(Map.of("n", 0), Map.of("n", 1)));
+      java.util.concurrent.atomic.AtomicReference<io.queen.Subscription> self = new java.util.concurrent.atomic.AtomicReference<>();
+      java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
+      java.util.concurrent.atomic.AtomicLong closeTook = new java.util.concurrent.atomic.AtomicLong(-1);
+      self.set(a.queue("self-sub").consumer().batch(1).consume(m -> {
+        started.await();
+        long t0 = System.nanoTime();
+        self.get().close();
+        closeTook.set(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
+      }));
+      started.countDown();
+      await().atMost(Duration.ofSeconds(20)).until(() -> !self.get().isRunning() && self.get().acked() == 1);
+      assertThat(closeTook.get()).as("the call did not wait for its own handler").isBetween(0L, 5_000L);
+      assertThat(b.queue("self-sub").consumer().batch(10).pop()).extracting(Message::offset)
+          .as("the first message was acknowledged; the second is left").containsExactly(1L);
+
+      java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+      a.queue("self-node").consumer().batch(1).consume(m -> {
+        calls.incrementAndGet();
+        a.close();
+      });
+      await().atMost(Duration.ofSeconds(20)).until(() -> a.toString().endsWith(", closed]"));
+      assertThat(calls.get()).isEqualTo(1);
+      assertThat(b.queue("self-node").consumer().batch(10).pop()).extracting(Message::offset)
+          .as("acknowledged before the node closed").containsExactly(1L);
+    } finally {
+      a.close();
+    }
+  }
+
   @Test
   void everyCallAfterCloseThrowsBrokerClosed(TestDatabase db) throws Exception {
     Queen q = EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), db.user(), db.password()).poolSize(2).schema("closed")

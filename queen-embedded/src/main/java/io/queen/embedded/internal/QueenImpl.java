@@ -443,6 +443,20 @@ public final class QueenImpl implements Queen {
     if (!closing.compareAndSet(false, true)) {
       return;
     }
+    for (SubscriptionImpl s : List.copyOf(subscriptions)) {
+      if (s.onOwnThread()) {
+        // called by a handler: the close waits for running handlers, this one among them, so it runs on a thread
+        // of its own and this call returns; the handler's work still counts (the grace period)
+        LOG.info("{} - closing (asked by a handler of {}; the close goes on once handlers return)", config.nodeId(),
+            s.queue());
+        newDaemon("closer", this::closeNow).start();
+        return;
+      }
+    }
+    closeNow();
+  }
+
+  private void closeNow() {
     LOG.info("{} - closing", config.nodeId());
     io.queen.embedded.spi.ConnectorPlugin p = connectors;
     if (p != null) {

@@ -953,8 +953,21 @@ final class SubscriptionImpl implements Subscription {
   public void close(Duration grace) {
     ConsumerBuilderImpl.checkGrace(grace);
     if (beginClose()) {
-      finishClose(System.nanoTime() + grace.toNanos());
+      long deadline = System.nanoTime() + grace.toNanos();
+      if (onOwnThread()) {
+        // called by one of this subscription's handlers: waiting here would wait for itself, and giving its lease
+        // back would fence its own ack; the rest of the close runs once the handler has returned
+        queen.newDaemon("closer", () -> finishClose(deadline)).start();
+        return;
+      }
+      finishClose(deadline);
     }
+  }
+
+  /** Whether the calling thread is one of this subscription's workers or its claimer. */
+  boolean onOwnThread() {
+    Thread t = Thread.currentThread();
+    return t == claimer || workers.contains(t);
   }
 
   /**
