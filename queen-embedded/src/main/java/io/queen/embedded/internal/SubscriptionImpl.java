@@ -95,6 +95,8 @@ final class SubscriptionImpl implements Subscription {
   private final int maxPartitions;
   private final AtomicBoolean running = new AtomicBoolean(true);
   private final AtomicBoolean closed = new AtomicBoolean();
+  /** Held by {@link #start()} and the first half of a close, which exclude each other. */
+  private final Object lifecycle = new Object();
   private final AtomicLong handled = new AtomicLong();
   private final AtomicLong failed = new AtomicLong();
   private final AtomicLong acked = new AtomicLong();
@@ -145,7 +147,19 @@ final class SubscriptionImpl implements Subscription {
         : "queue '" + queue + "' group '" + group + "'";
   }
 
+  /**
+   * Starts the threads, unless a close came first (a node closing while {@code consume(...)} ran): start and the
+   * first half of close exclude each other, so a closed subscription never starts a thread nobody stops.
+   */
   void start() {
+    synchronized (lifecycle) {
+      if (!closed.get()) {
+        startThreads();
+      }
+    }
+  }
+
+  private void startThreads() {
     Duration lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().config(request.queue()).leaseTime();
     long every = Math.max(50, lease.toMillis() / 3);
     renewal = queen.scheduler().scheduleAtFixedRate(this::renewLeases, every, every, TimeUnit.MILLISECONDS);
@@ -241,6 +255,22 @@ final class SubscriptionImpl implements Subscription {
    * an idle subscription does not spin.
    */
   private void claim() {
+    try {
+      claimLoop();
+    } catch (Error e) {
+      // not a round that failed (those are retried): the loop cannot go on, so the subscription says so and closes
+      // rather than look running while nothing is popped
+      LOG.error("{} - the consume loop of {} stopped on {}; the subscription closes", queen.nodeId(), where,
+          e.getClass().getName());
+      if (beginClose()) {
+        long deadline = System.nanoTime() + defaultGrace.toNanos();
+        queen.newDaemon("closer", () -> finishClose(deadline)).start();
+      }
+      throw e;
+    }
+  }
+
+  private void claimLoop() {
     long backoff = 0;
     while (running.get()) {
       try {
@@ -976,6 +1006,12 @@ final class SubscriptionImpl implements Subscription {
    * any, so all of them stop taking work at once and their handlers share one grace period.
    */
   boolean beginClose() {
+    synchronized (lifecycle) {
+      return beginCloseLocked();
+    }
+  }
+
+  private boolean beginCloseLocked() {
     if (!closed.compareAndSet(false, true)) {
       return false;
     }
