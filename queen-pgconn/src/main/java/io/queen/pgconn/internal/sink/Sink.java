@@ -130,7 +130,7 @@ public final class Sink {
     } catch (SQLException e) {
       ErrorCode code = "28P01".equals(e.getSQLState()) || "28000".equals(e.getSQLState()) ? ErrorCode.LOGIN_FAILED
           : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.PROGRESS_TABLE;
-      fail(code, host.describe(e));
+      fail(code, code.fix() + " (" + host.describe(e) + ")");
       return;
     }
     SubscriptionMode mode = "new".equals(spec.subscriptionMode()) ? SubscriptionMode.NEW : SubscriptionMode.ALL;

@@ -1,0 +1,86 @@
+package io.queen.pgconn;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.queen.ConnectorStatus;
+import io.queen.Queen;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.TestDatabase;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * A sink checks its target before it consumes: what an operator sees when the check fails. Each refusal is phase
+ * {@code error} with its code, a sentence that names the object and the fix (never a value or the statement
+ * text), and one more error counted; nothing is consumed. The refusals' codes were not tested before, and a
+ * connection refused for SSL or a progress table out of reach showed only the driver's sanitised text.
+ */
+@QueenPostgres
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class SinkStartChecksTest {
+
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(delimiter = '|', textBlock = """
+      table_missing    | {"kind": "sink", "sink": {"queue": "q1", "table": "public.nowhere", "mode": "upsert"}}                                    | table public.nowhere: the sink's table does not exist
+      no_key           | {"kind": "sink", "sink": {"queue": "q2", "table": "public.keyless", "mode": "upsert"}}                                    | table public.keyless: modes upsert and cdc need a primary key
+      statement_invalid| {"kind": "sink", "sink": {"queue": "q3", "mode": "sql", "statement": "UPDATE nowhere SET v = $1::int", "params": ["$.v"]}} | sink.statement (
+      metadata_column_missing | {"kind": "sink", "sink": {"queue": "q4", "table": "public.keyed", "mode": "upsert", "metadata": {"offset": "no_such_col"}}} | sink.metadata.offset names column
+      connect_failed   | {"kind": "sink", "connection": {"host": "127.0.0.1", "port": 1, "database": "x", "user": "u", "password": "p-secret", "sslMode": "disable"}, "sink": {"queue": "q5", "table": "public.keyed", "mode": "upsert"}} | cannot reach the target database: check connection.host, port, sslMode
+      """)
+  void aRefusedStartSaysWhatAndHowToFixIt(String code, String doc, String begins, TestDatabase db) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table if not exists keyless (v int)");
+      st.execute("create table if not exists keyed (id text primary key, v int)");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("checked", doc);
+      await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(status(queen).phase()));
+      ConnectorStatus s = status(queen);
+      assertThat(s.errorCode()).isEqualTo(code);
+      assertThat(s.error()).contains(begins).doesNotContain("p-secret").doesNotContain("UPDATE nowhere");
+      assertThat(s.counters().get("errors")).isPositive();
+      assertThat(queen.connectors().delete("checked")).isTrue();
+    }
+  }
+
+  @Test
+  void aSinkWithoutCreateOnTheDatabaseCannotMakeItsProgressTableAndSaysSo(TestDatabase db) throws Exception {
+    String role = "sink_nocreate_" + Long.toHexString(System.nanoTime());
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table if not exists keyed (id text primary key, v int)");
+      st.execute("create role " + role + " login password 'p-secret2'");
+      st.execute("grant select, insert, update, delete on keyed to " + role);
+      st.execute("revoke create on database \"" + db.name() + "\" from public");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
+          + db.port() + ", \"database\": \"" + db.name() + "\", \"user\": \"" + role + "\", \"password\": \"p-secret2\","
+          + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q6\", \"table\": \"public.keyed\", \"mode\": \"upsert\"}}");
+      await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(status(queen).phase()));
+      ConnectorStatus s = status(queen);
+      assertThat(s.errorCode()).isEqualTo("progress_table");
+      assertThat(s.error()).startsWith("the progress table queen.sink_progress cannot be created")
+          .contains("42501").doesNotContain("p-secret2");
+      assertThat(queen.connectors().delete("checked")).isTrue();
+    } finally {
+      try (Connection c = db.connection(); Statement st = c.createStatement()) {
+        st.execute("drop owned by " + role);
+        st.execute("drop role " + role);
+      }
+    }
+  }
+
+  private static ConnectorStatus status(Queen queen) {
+    return queen.connectors().status("checked").orElseThrow();
+  }
+}
