@@ -45,9 +45,9 @@ final class SourceSetup {
   static void check(Connection c, SourceSpec spec) throws SQLException, Failed {
     try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select current_setting('server_version_num')"
         + "::int, current_setting('wal_level'), (select rolreplication or rolsuper from pg_roles where rolname ="
-        + " current_user)")) {
+        + " current_user), current_user")) {
       rs.next();
-      server(rs.getInt(1), rs.getString(2), rs.getBoolean(3));
+      server(rs.getInt(1), rs.getString(2), rs.getBoolean(3), rs.getString(4));
     }
     for (SourceSpec.Table t : spec.tables()) {
       try (PreparedStatement st = c.prepareStatement("select c.oid, has_table_privilege(c.oid, 'SELECT'), c.relreplident,"
@@ -125,7 +125,7 @@ final class SourceSetup {
    * The server-wide checks, in order: version, {@code wal_level} (a server setting, the same for every database),
    * the role's REPLICATION attribute (or superuser).
    */
-  static void server(int versionNum, String walLevel, boolean replication) throws Failed {
+  static void server(int versionNum, String walLevel, boolean replication, String role) throws Failed {
     if (versionNum < 170000) {
       throw new Failed(ErrorCode.SERVER_VERSION, "server_version_num " + versionNum);
     }
@@ -133,7 +133,8 @@ final class SourceSetup {
       throw new Failed(ErrorCode.WAL_LEVEL, "wal_level is " + walLevel);
     }
     if (!replication) {
-      throw new Failed(ErrorCode.NO_REPLICATION, "role without REPLICATION");
+      throw new Failed(ErrorCode.NO_REPLICATION, "role " + role + " has no REPLICATION attribute: ALTER ROLE "
+          + quoteRole(role) + " REPLICATION");
     }
   }
 
@@ -151,6 +152,9 @@ final class SourceSetup {
               + " does not publish inserts, updates and deletes");
         }
       }
+    }
+    if (!exists && !spec.managePublication()) {
+      throw new Failed(ErrorCode.PUBLICATION_MISSING, "publication " + pub + " does not exist");
     }
     String partitioned = partitioned(c, spec);
     if (spec.managePublication()) {
@@ -365,6 +369,11 @@ final class SourceSetup {
    */
   static String printed(String columnRef) {
     return "CASE WHEN " + columnRef + " IS NULL THEN NULL ELSE format('%s', " + columnRef + ") END";
+  }
+
+  /** A role name as ALTER ROLE takes it, for a message (any role name PostgreSQL allows). */
+  private static String quoteRole(String role) {
+    return role.matches("[a-z_][a-z0-9_$]*") ? role : "\"" + role.replace("\"", "\"\"") + "\"";
   }
 
   static String quote(String ident) {

@@ -138,16 +138,20 @@ class SourceRolesTest {
   @Test
   void walLevelIsCheckedBeforeAnythingElse() throws Exception {
     // wal_level is a server setting (postmaster context): it cannot differ per database, so the check is tested here
-    assertThatThrownBy(() -> SourceSetup.server(170000, "replica", true)).isInstanceOfSatisfying(
+    assertThatThrownBy(() -> SourceSetup.server(170000, "replica", true, "src")).isInstanceOfSatisfying(
         SourceSetup.Failed.class, f -> {
           assertThat(f.code).isEqualTo(ErrorCode.WAL_LEVEL);
           assertThat(f.getMessage()).isEqualTo("wal_level is replica");
         });
-    assertThatThrownBy(() -> SourceSetup.server(160004, "logical", true)).isInstanceOfSatisfying(
+    assertThatThrownBy(() -> SourceSetup.server(160004, "logical", true, "src")).isInstanceOfSatisfying(
         SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.SERVER_VERSION));
-    assertThatThrownBy(() -> SourceSetup.server(170000, "logical", false)).isInstanceOfSatisfying(
-        SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.NO_REPLICATION));
-    SourceSetup.server(170002, "logical", true);
+    assertThatThrownBy(() -> SourceSetup.server(170000, "logical", false, "Src Role")).isInstanceOfSatisfying(
+        SourceSetup.Failed.class, f -> {
+          assertThat(f.code).isEqualTo(ErrorCode.NO_REPLICATION);
+          assertThat(f.getMessage()).isEqualTo("role Src Role has no REPLICATION attribute: ALTER ROLE \"Src Role\""
+              + " REPLICATION");
+        });
+    SourceSetup.server(170002, "logical", true, "src");
     assertThat(ErrorCode.WAL_LEVEL.fix()).contains("wal_level = logical").contains("restart");
   }
 

@@ -145,7 +145,10 @@ class SourceSetupTest {
       SourceSetup.publication(c, spec("orders-src", "queen_orders_src", true, "orders", "items")); // adds items
       SourceSetup.publication(c, spec("o2", "queen_orders_src", false, "orders", "items"));
       assertThatThrownBy(() -> SourceSetup.publication(c, spec("o3", "absent_pub", false, "orders")))
-          .isInstanceOfSatisfying(SourceSetup.Failed.class, f -> assertThat(f.code).isEqualTo(ErrorCode.PUBLICATION_MISSING));
+          .isInstanceOfSatisfying(SourceSetup.Failed.class, f -> {
+            assertThat(f.code).isEqualTo(ErrorCode.PUBLICATION_MISSING);
+            assertThat(f.getMessage()).isEqualTo("publication absent_pub does not exist");
+          });
       sql(c, "create publication filtered for table orders where (status <> 'x')");
       assertThatThrownBy(() -> SourceSetup.publication(c, spec("o4", "filtered", false, "orders")))
           .isInstanceOfSatisfying(SourceSetup.Failed.class,
