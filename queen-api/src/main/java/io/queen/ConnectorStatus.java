@@ -10,8 +10,9 @@ import java.util.Map;
  *
  * @param name the connector's name
  * @param kind {@code sink} or {@code source}
- * @param phase a sink: {@code running}, {@code error} or {@code disabled}; a source: {@code starting} (stored and
- *     enabled, not read by this node yet), {@code streaming}, {@code snapshot}, {@code connecting}, {@code standby}
+ * @param phase a sink: {@code starting} (stored and enabled, not started by this node yet), {@code running},
+ *     {@code error} or {@code disabled}; a source: {@code starting} (stored and enabled, owned by no node at this
+ *     moment: not read yet, or between owners), {@code streaming}, {@code snapshot}, {@code connecting}, {@code standby}
  *     (another node owns it), {@code waiting_for_slot} (another process holds the slot), {@code error} or
  *     {@code disabled}
  * @param errorCode the last error's code (a closed set, see the queen-pgconn README), or null

@@ -66,7 +66,8 @@ class RegistryTest {
           {"kind": "source", "enabled": false, "source": {"tables": [{"table": "public.off_src", "queue": "off-src"}]}}""");
       assertThat(runner.connectors().status("later-src")).get().extracting(s -> s.phase()).isEqualTo("starting");
       assertThat(runner.connectors().status("off-src")).get().extracting(s -> s.phase()).isEqualTo("disabled");
-      assertThat(queen.connectors().status("later-src")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+      // a node that runs no connectors still reports a source by its lease: enabled and owned by nobody yet
+      assertThat(queen.connectors().status("later-src")).get().extracting(s -> s.phase()).isEqualTo("starting");
     }
   }
 
@@ -155,7 +156,7 @@ class RegistryTest {
         .isEqualTo("order_id");
     assertThat(queen.connectors().status("orders-src")).get().satisfies(s -> {
       assertThat(s.kind()).isEqualTo("source");
-      assertThat(s.phase()).isEqualTo("disabled"); // this node runs no connectors
+      assertThat(s.phase()).isEqualTo("starting"); // enabled; no node owns it (this one runs no connectors)
     });
     assertThat(queen.connectors().resync("nope")).isFalse();
     queen.connectors().put("invoices-sink", OK);

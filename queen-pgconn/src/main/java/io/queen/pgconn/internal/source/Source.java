@@ -189,8 +189,9 @@ public final class Source {
     } catch (RuntimeException e) {
       // Queen's database unavailable: nothing more to tell
     }
-    // held by another node: standby; stored, enabled, on a node that runs connectors but has not read it yet: starting
-    String phase = !enabled ? "disabled" : leaseNode != null ? "standby" : host.runConnectors() ? "starting" : "disabled";
+    // held by another node: standby; stored and enabled but owned by no node at this moment (not read yet, or
+    // between owners): starting, whether or not this node runs connectors (a node that does not still reports it)
+    String phase = !enabled ? "disabled" : leaseNode != null ? "standby" : "starting";
     return new ConnectorStatus(name, "source", phase, null, null, Map.of(), null,
         pointer == null ? null : pointer.path("lsn").asText(null), leaseNode, expires, pointer);
   }
