@@ -56,6 +56,36 @@ class SourceOwnershipTest {
     }
   }
 
+  /**
+   * A source deleted while another node's registry has not seen the delete yet: that node's instance may take the
+   * freed lease and find no pointer, and once created a fresh slot (and a new snapshot) that nobody dropped, a slot
+   * pinning WAL for good. It now asks whether its document is still stored before it creates a slot.
+   */
+  @Test
+  void aNodeThatHasNotSeenTheDeleteCreatesNoSlot(TestDatabase db) throws Exception {
+    this.db = db;
+    SourceFixture f = new SourceFixture(db);
+    f.sql("create table gone (id bigint primary key, v int)");
+    try (Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer").runConnectors(false)
+        .start()) {
+      observer.connectors().put("gone-src", SourceFixture.sourceDoc("public.gone", "gone", ""));
+      Queen a = node("gone-a");
+      awaitPhase(a, "gone-src", "streaming", Duration.ofSeconds(20));
+      Queen late = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("gone-late")
+          .connectorRefresh(Duration.ofMinutes(5)).sourceLeaseTtl(Duration.ofSeconds(1)).start(); // reads once, now
+      nodes.add(late);
+      awaitPhase(late, "gone-src", "standby", Duration.ofSeconds(10));
+
+      assertThat(observer.connectors().delete("gone-src")).isTrue(); // a stops at its re-read; the slot is dropped
+      await().atMost(Duration.ofSeconds(20)).until(() -> f.count("select count(*) from pg_replication_slots"
+          + " where slot_name = 'queen_gone_src'") == 0);
+      Thread.sleep(4_000); // the late node's instance takes the free lease several times over (TTL 1 s)
+      assertThat(f.count("select count(*) from pg_replication_slots where slot_name = 'queen_gone_src'"))
+          .as("no slot made again by a node that has not seen the delete").isZero();
+      assertThat(f.count("select count(*) from pg_publication where pubname = 'queen_gone_src'")).isZero();
+    }
+  }
+
   @Test
   void closedAndRestartedOwnersLoseAndDoubleNothing(TestDatabase db) throws Exception {
     this.db = db;

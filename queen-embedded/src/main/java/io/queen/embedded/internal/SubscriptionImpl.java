@@ -275,10 +275,13 @@ final class SubscriptionImpl implements Subscription {
     while (running.get()) {
       try {
         long seen = nudges();
+        // announced before the workers are counted: a worker going idle counts itself, then reads this flag, so
+        // either the count below sees it or it sees the flag and nudges (set after the count, a worker could slip
+        // between the two and the claimer would wait a whole poll interval with work waiting)
+        starved = true;
         // a connector's loop pops one batch ahead per worker: its pop overlaps the running batch
         int free = idle.get() - units.size() + (owned != null ? concurrency : 0);
         if (free <= 0) {
-          starved = true;
           awaitNudge(seen); // a worker that goes idle nudges
           continue;
         }

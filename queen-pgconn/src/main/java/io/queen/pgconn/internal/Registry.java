@@ -47,6 +47,8 @@ final class Registry implements Connectors, ConnectorPlugin {
   private final ConnectorHost host;
   private final ObjectMapper mapper;
   private final String table;
+  /** The sequence every put takes its document's version from. */
+  private final String versions;
   private final byte[] key;
   private final ScheduledExecutorService executor;
   private final Map<String, Sink> sinks = new ConcurrentHashMap<>();
@@ -61,6 +63,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     this.host = host;
     this.mapper = host.mapper();
     this.table = "\"" + host.schema() + "\".connectors";
+    this.versions = "\"" + host.schema() + "\".connectors_version";
     this.key = host.encryptionKey().orElse(null);
     this.meters = SinkMeters.of(host.meterRegistry());
     this.sourceMeters = SourceMeters.of(host.meterRegistry());
@@ -109,10 +112,12 @@ final class Registry implements Connectors, ConnectorPlugin {
     String json = stored.toString();
     byte[] s = sealed;
     sql("put connector", c -> {
-      try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed)"
-          + " values (?, ?, ?::jsonb, ?) on conflict (name) do update set document = excluded.document,"
-          + " password_sealed = excluded.password_sealed, kind = excluded.kind, version = " + table + ".version + 1,"
-          + " updated_at = now()")) {
+      // versions come from one sequence, so a document deleted and put again never gets a version a node still
+      // runs (a per-row counter restarted at 1, and the other nodes kept running the old document)
+      try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed,"
+          + " version) values (?, ?, ?::jsonb, ?, nextval('" + versions + "')) on conflict (name) do update set"
+          + " document = excluded.document, password_sealed = excluded.password_sealed, kind = excluded.kind,"
+          + " version = excluded.version, updated_at = now()")) {
         st.setString(1, name);
         st.setString(2, kind);
         st.setString(3, json);
@@ -260,8 +265,12 @@ final class Registry implements Connectors, ConnectorPlugin {
       });
       for (String name : List.copyOf(sinks.keySet())) {
         Row r = rows.get(name);
-        if (r == null || r.version != sinks.get(name).version()) {
+        Sink running = sinks.get(name); // a delete() on this node may have removed it meanwhile
+        if (running != null && (r == null || r.version != running.version())) {
           Sink s = sinks.remove(name);
+          if (s == null) {
+            continue;
+          }
           s.stop();
           if (r == null) {
             meters.forget(name);
@@ -271,12 +280,17 @@ final class Registry implements Connectors, ConnectorPlugin {
       }
       for (String name : List.copyOf(sources.keySet())) {
         Row r = rows.get(name);
-        if (r == null || r.version != sources.get(name).version()) {
+        Source running = sources.get(name);
+        if (running != null && (r == null || r.version != running.version())) {
           Source s = sources.remove(name);
+          if (s == null) {
+            continue;
+          }
           s.stop();
           sourceMeters.forget(name);
           if (r == null) {
             meters.forget(name);
+            s.dropWhatItCreated(); // a slot it made after the deleting node had dropped what was there
           }
           LOG.info("{} - source '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
         }
@@ -327,7 +341,8 @@ final class Registry implements Connectors, ConnectorPlugin {
         } else {
           Source s;
           try {
-            s = new Source(host, (SourceSpec) spec, r.version, password, sourceMeters);
+            long v = r.version;
+            s = new Source(host, (SourceSpec) spec, v, password, sourceMeters, () -> storedVersion(name) == v);
           } catch (IllegalStateException ise) {
             failed.put(name, new ConnectorStatus(name, "source", "error", "transient", ise.getMessage(), Map.of(), null));
             continue;
@@ -406,6 +421,18 @@ final class Registry implements Connectors, ConnectorPlugin {
     }
   }
 
+  /** The stored version of a connector's document, or -1 when it is not stored (deleted). */
+  private long storedVersion(String name) {
+    return sql("read connector version", c -> {
+      try (PreparedStatement st = c.prepareStatement("select version from " + table + " where name = ?")) {
+        st.setString(1, name);
+        try (ResultSet rs = st.executeQuery()) {
+          return rs.next() ? rs.getLong(1) : -1L;
+        }
+      }
+    });
+  }
+
   /** Creates {@code <schema>.connectors} when missing (this module owns it, not Queen's migrations). */
   private void ensureTable() {
     if (tableReady) {
@@ -417,6 +444,10 @@ final class Registry implements Connectors, ConnectorPlugin {
         st.execute("create table if not exists " + table + " (name text primary key, kind text not null,"
             + " document jsonb not null, password_sealed bytea, version bigint not null default 1,"
             + " updated_at timestamptz not null default now())");
+        st.execute("create sequence if not exists " + versions);
+        // a table from before the sequence: start above every version stored
+        st.execute("select setval('" + versions + "', greatest((select last_value from " + versions + "),"
+            + " (select coalesce(max(version), 1) from " + table + ")))");
       }
       return null;
     });

@@ -56,6 +56,8 @@ public final class Sink {
         primary key (sink, partition_id))""";
   /** How many times one batch is retried after transient failures before its leases are given back. */
   static final int TRANSIENT_RETRIES = 8;
+  /** The longest a statement on the sink's own connection to a target may wait for an answer (pgjdbc socketTimeout). */
+  static final int SOCKET_TIMEOUT_S = 120;
 
   final SinkSpec spec;
   private final long version;
@@ -212,6 +214,11 @@ public final class Sink {
     }
     p.setProperty("sslmode", cn.sslMode());
     p.setProperty("connectTimeout", "10");
+    p.setProperty("loginTimeout", "10");
+    // a target that stops answering (host down, a NAT that forgot the connection) must fail the batch, not hang its
+    // worker while the loop renews the leases: keepalives find a dead peer, and no statement waits longer than this
+    p.setProperty("tcpKeepAlive", "true");
+    p.setProperty("socketTimeout", String.valueOf(SOCKET_TIMEOUT_S));
     p.setProperty("ApplicationName", "queen-sink-" + spec.name());
     String url = "jdbc:postgresql://" + cn.host() + ":" + cn.port() + "/" + java.net.URLEncoder.encode(cn.database(),
         java.nio.charset.StandardCharsets.UTF_8);
@@ -764,7 +771,7 @@ public final class Sink {
         List<String> k = table.key();
         StringBuilder cols = new StringBuilder();
         for (String col : k) {
-          cols.append(cols.length() == 0 ? "" : ", ").append(Ident.quote(col));
+          cols.append(cols.length() == 0 ? "" : ", ").append(Ident.quoteCatalogName(col));
         }
         return new Bound("delete from " + spec.qualifiedTable() + " where (" + cols + ") = (select " + cols
             + " from jsonb_populate_record(null::" + spec.qualifiedTable() + ", ?::jsonb))", List.of(json(key)));
@@ -810,7 +817,7 @@ public final class Sink {
     List<String> cols = new ArrayList<>();
     for (String col : table.writable()) {
       if (row.has(col)) {
-        cols.add(Ident.quote(col));
+        cols.add(Ident.quoteCatalogName(col));
       }
     }
     String shape = String.join(",", cols) + (upsert ? "|u" : "|a"); // the statements are cached per column shape
@@ -857,7 +864,7 @@ public final class Sink {
     String keyed = null;
     if (upsert) {
       List<String> keys = new ArrayList<>();
-      table.key().forEach(k -> keys.add(Ident.quote(k)));
+      table.key().forEach(k -> keys.add(Ident.quoteCatalogName(k)));
       List<String> pk = new ArrayList<>();
       List<String> nulls = new ArrayList<>();
       for (String k : keys) {

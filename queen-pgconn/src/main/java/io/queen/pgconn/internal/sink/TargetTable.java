@@ -50,6 +50,8 @@ record TargetTable(List<String> writable, Set<String> generated, List<String> ke
         + " cross join lateral unnest(i.indkey) with ordinality k(attnum, ord)"
         + " join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum"
         + " where i.indrelid = ? and i.indisunique and i.indpred is null and i.indexprs is null"
+        // the key columns only (not an INCLUDE list), of an index ON CONFLICT can use: valid and not deferrable
+        + " and i.indisvalid and i.indimmediate and k.ord <= i.indnkeyatts"
         + " group by i.indexrelid, i.indisprimary order by i.indisprimary desc, i.indexrelid limit 1")) {
       st.setLong(1, oid);
       try (ResultSet rs = st.executeQuery()) {

@@ -33,6 +33,12 @@ public final class Source {
   private final SourceSpec spec;
   private final long version;
   private final String password;
+  /** Whether this document is still the stored one (asked before creating a slot). */
+  private final java.util.function.BooleanSupplier stored;
+  /** Set once this instance created the slot: a delete this node learns of late drops it again. */
+  private volatile boolean createdSlot;
+  /** Set once this instance found its document deleted or replaced: it holds nothing from then on. */
+  private volatile boolean withdrawn;
   private final SourceMeters.Connector meters;
   private final Lease lease;
   private final Codec codec;
@@ -57,6 +63,16 @@ public final class Source {
   private volatile long lastCommitMicros;
 
   public Source(ConnectorHost host, SourceSpec spec, long version, String password, SourceMeters meters) {
+    this(host, spec, version, password, meters, () -> true);
+  }
+
+  /**
+   * @param stored whether this document (this version) is still the stored one: asked before the source creates a
+   *     slot, so a node whose registry has not seen a delete yet does not create a slot nobody would drop
+   */
+  public Source(ConnectorHost host, SourceSpec spec, long version, String password, SourceMeters meters,
+      java.util.function.BooleanSupplier stored) {
+    this.stored = stored;
     this.host = host;
     this.spec = spec;
     this.version = version;
@@ -69,6 +85,26 @@ public final class Source {
 
   public long version() {
     return version;
+  }
+
+  /** Whether this document is still the stored one; true when Queen's database cannot tell now. */
+  private boolean storedNow() {
+    try {
+      return stored.getAsBoolean();
+    } catch (RuntimeException e) {
+      return true;
+    }
+  }
+
+  /**
+   * After the registry found the document deleted and stopped this instance: drops the slot and publication if this
+   * instance created them (it may have, on a node that had not seen the delete yet, after the deleting node dropped
+   * what was there); nothing otherwise. Best effort, logged.
+   */
+  public void dropWhatItCreated() {
+    if (createdSlot) {
+      dropObjects(host, spec, password);
+    }
   }
 
   public SourceSpec spec() {
@@ -236,6 +272,21 @@ public final class Source {
     long retry = host.connectorRefresh().toMillis();
     try {
       while (!stopped) {
+        if (withdrawn || !storedNow()) {
+          // deleted or replaced, and this node's registry has not stopped this instance yet: it must not hold the
+          // lease or the slot (the deleting node drops the slot once nobody streams from it), nor make a new one
+          withdrawn = true;
+          phase = "standby";
+          Stream s = stream;
+          if (s != null) {
+            s.stop();
+          }
+          if (lease.held()) {
+            lease.release();
+          }
+          Thread.sleep(Math.max(100, lease.ttl().toMillis() / 3));
+          continue;
+        }
         if (!lease.held()) {
           boolean got;
           try {
@@ -293,6 +344,14 @@ public final class Source {
         return;
       }
       if (stopped || halted || !lease.held()) {
+        continue;
+      }
+      if (!storedNow()) {
+        withdrawn = true; // the owner thread lets go of the slot and the lease
+        Stream s = stream;
+        if (s != null) {
+          s.abort();
+        }
         continue;
       }
       boolean kept;
@@ -362,10 +421,15 @@ public final class Source {
           note = "another process holds the slot " + spec.slot();
           return;
         }
+        if (!storedNow()) {
+          withdrawn = true; // deleted or replaced meanwhile: the registry stops this instance at its next re-read
+          return;
+        }
         note = "creating the replication slot: it waits for the transactions running now to end (pg_stat_activity)";
         String cp;
         try (Connection repl = conns.replication(codec)) {
           cp = SourceSetup.createSlot(repl, spec.slot(), SourceSetup.hasStandbys(normal));
+          createdSlot = true;
         } catch (SQLException e) {
           if (host.isTransient(e)) {
             throw e;

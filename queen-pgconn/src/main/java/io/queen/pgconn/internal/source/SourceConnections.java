@@ -90,6 +90,8 @@ final class SourceConnections {
       p.setProperty("sslmode", sslMode);
     }
     p.setProperty("connectTimeout", "10");
+    p.setProperty("loginTimeout", "10");
+    p.setProperty("tcpKeepAlive", "true"); // a peer gone without a word is noticed
     p.setProperty("ApplicationName", application);
     return p;
   }
