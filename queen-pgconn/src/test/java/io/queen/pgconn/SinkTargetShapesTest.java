@@ -75,6 +75,43 @@ class SinkTargetShapesTest {
     }
   }
 
+  /**
+   * A deferrable foreign key is checked when the batch commits, past the savepoints that isolate a refused row; the
+   * failed commit read as transient and the batch was retried for good. The sink now checks deferred constraints at
+   * once, so the bad row is dead-lettered and the others are written. And a sql-mode statement whose block comment
+   * holds a {@code $n} binds its placeholders right (the comment's {@code $1} once counted as one more placeholder).
+   */
+  @Test
+  void aDeferredForeignKeyDeadLettersItsRowAndACommentHoldsNoPlaceholder(TestDatabase db) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table parent (id int primary key)");
+      st.execute("insert into parent values (1), (2)");
+      st.execute("create table child (id text primary key, parent int references parent deferrable initially deferred)");
+      st.execute("create table ledger (id text primary key, amount numeric)");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+        .start()) {
+      queen.queue("child").configure(q -> q.retryDelay(Duration.ZERO));
+      queen.connectors().put("child", """
+          {"kind": "sink", "sink": {"queue": "child", "table": "child", "mode": "upsert", "maxAttempts": 2}}""");
+      queen.connectors().put("ledger", """
+          {"kind": "sink", "sink": {"queue": "ledger", "mode": "sql",
+           "statement": "insert into ledger (id, amount) /* $1 is the id, $2 the amount */ values ($1, $2::numeric)",
+           "params": ["$.id", "$.amount"]}}""");
+      List<PushItem> items = new ArrayList<>();
+      for (int i = 0; i < 6; i++) {
+        items.add(PushItem.of("c" + i, row("id", "c" + i, "parent", i == 3 ? 99 : 1 + i % 2)));
+      }
+      queen.queue("child").push(items);
+      queen.queue("ledger").push(List.of(PushItem.of("l1", row("id", "l1", "amount", "2.50"))));
+      await().atMost(Duration.ofSeconds(60)).until(() -> rows(db, "select count(*) from child") == 5
+          && queen.deadLetters("child").group("pg-child").count() == 1
+          && rows(db, "select count(*) from ledger where amount = 2.50") == 1);
+      assertThat(queen.deadLetters("child").group("pg-child").list(10, null)).singleElement()
+          .satisfies(d -> assertThat(d.partition()).isEqualTo("c3"));
+    }
+  }
+
   private static ObjectNode row(Object... kv) {
     ObjectNode o = JsonNodeFactory.instance.objectNode();
     for (int i = 0; i < kv.length; i += 2) {

@@ -37,7 +37,7 @@ final class DocumentValidator {
   static final List<String> SSL = List.of("disable", "require", "verify-full");
   static final List<String> METADATA = List.of("partition", "partitionId", "offset", "transactionId", "createdAt",
       "payload");
-  static final Pattern PARAM = Pattern.compile("\\$|\\$(\\.[A-Za-z0-9_]+|\\[\\d+])+|@partition|@partitionId|@offset"
+  static final Pattern PARAM = Pattern.compile("\\$|\\$(\\.[A-Za-z0-9_]+|\\[\\d{1,9}])+|@partition|@partitionId|@offset"
       + "|@transactionId|@createdAt");
 
   static final int DEFAULT_PORT = 5432;
@@ -196,9 +196,17 @@ final class DocumentValidator {
           JsonNode v = p.get(i);
           if (!v.isTextual() || !PARAM.matcher(v.asText()).matches()) {
             throw bad(path, path + ": given " + (v.isTextual() ? quoted(v.asText()) : type(v)) + "; allowed are $, $.a.b,"
-                + " $.lines[0], @partition, @partitionId, @offset, @transactionId, @createdAt");
+                + " $.lines[0] (an index of at most 9 digits), @partition, @partitionId, @offset, @transactionId,"
+                + " @createdAt");
           }
           params.add(v.asText());
+        }
+      }
+      List<Integer> used = SqlStatement.parse(statement).binds();
+      for (int b : used) {
+        if (b < 1 || b == Integer.MAX_VALUE) {
+          throw bad("sink.statement", "sink.statement: uses $" + (b == Integer.MAX_VALUE ? "(10 or more digits)" : b)
+              + "; allowed are $1..$n with n up to 9 digits, one param per placeholder");
         }
       }
       int highest = SqlStatement.highestPlaceholder(statement);

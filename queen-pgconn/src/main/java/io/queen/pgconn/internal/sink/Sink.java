@@ -58,6 +58,8 @@ public final class Sink {
   static final int TRANSIENT_RETRIES = 8;
   /** The longest a statement on the sink's own connection to a target may wait for an answer (pgjdbc socketTimeout). */
   static final int SOCKET_TIMEOUT_S = 120;
+  /** A sql-mode sink: whether the target database has a deferrable constraint (read at start). */
+  private volatile boolean anyDeferrable;
 
   final SinkSpec spec;
   private final long version;
@@ -116,6 +118,12 @@ public final class Sink {
       table = spec.table() != null ? TargetTable.check(c, spec) : null;
       rowSql.clear();
       if ("sql".equals(spec.mode())) {
+        // the statement may write any table: checked at once if the database has any deferrable constraint
+        try (Statement st = c.createStatement();
+            ResultSet rs = st.executeQuery("select exists (select 1 from pg_constraint where condeferrable)")) {
+          rs.next();
+          anyDeferrable = rs.getBoolean(1);
+        }
         try (PreparedStatement st = c.prepareStatement(SqlStatement.parse(spec.statement()).jdbc())) {
           st.getParameterMetaData(); // parses and plans on the server without running it
         } catch (SQLException e) {
@@ -349,7 +357,21 @@ public final class Sink {
   private record Outcome(List<Message> done, Map<Message, String> dead, Map<Message, String> failed,
       List<Message> held) {}
 
+  /**
+   * At the start of each of a batch's transactions: a deferred check would fail the COMMIT, past the savepoints that
+   * isolate a refused row, and a failed commit reads as transient, so the batch would be retried for good instead of
+   * its bad row dead-lettered. Where a deferrable constraint may fire, checks happen at once.
+   */
+  private void checkConstraintsAtOnce(Connection c) throws SQLException {
+    if (table != null ? table.deferrable() : anyDeferrable) {
+      try (Statement st = c.createStatement()) {
+        st.execute("set constraints all immediate");
+      }
+    }
+  }
+
   private Outcome apply(Connection c, List<Message> batch) throws SQLException {
+    checkConstraintsAtOnce(c);
     TreeMap<Long, List<Message>> byPartition = new TreeMap<>();
     for (Message m : batch) {
       byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
@@ -357,6 +379,7 @@ public final class Sink {
     if (applyFollowing(c, batch, byPartition)) {
       return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0);
     }
+    checkConstraintsAtOnce(c); // again: the attempt above may have rolled its transaction back
     Map<Long, Long> last = lockProgress(c, byPartition);
     List<Message> fresh = new ArrayList<>();
     List<Message> done = new ArrayList<>();
@@ -400,6 +423,7 @@ public final class Sink {
       advance.clear();
       if (!refusedBefore) {
         c.rollback(); // the locks go too: take them again and apply message by message
+        checkConstraintsAtOnce(c);
         last = lockProgress(c, byPartition);
       }
       for (List<Message> part : byPartition.values()) {
@@ -948,8 +972,12 @@ public final class Sink {
     }
     for (SQLException s = e; s != null; s = s.getNextException()) {
       String st = s.getSQLState();
-      if (st != null && (st.startsWith("22") || st.startsWith("23") || st.equals("42804") || st.equals("P0001")
-          || st.equals("2F000") || st.equals("42883"))) {
+      // only the server's verdict on this row: a driver-side error (no server message) is not the data's fault
+      boolean server = !(s instanceof org.postgresql.util.PSQLException pe) || pe.getServerErrorMessage() != null;
+      if (server && st != null && (st.startsWith("22") || st.startsWith("23") || st.equals("42804")
+          || st.equals("P0001") || st.equals("2F000") || st.equals("42883")
+          || st.equals("54000") // a value too large for its index row
+          || st.equals("21000"))) { // a sql-mode statement whose subquery returned more than one row for this one
         return true;
       }
       if (s.getNextException() == s) {

@@ -6,11 +6,12 @@ import java.util.List;
 /**
  * A {@code sql}-mode statement written with PostgreSQL's {@code $1..$n} placeholders, turned into JDBC's
  * {@code ?} and the list of which param each {@code ?} binds. Placeholders inside single-quoted literals,
- * double-quoted identifiers and comments are left alone; dollar-quoted bodies are not supported.
+ * double-quoted identifiers and comments ({@code --} to the end of the line, and {@code /* *\/}, which nest as
+ * PostgreSQL's do) are left alone; dollar-quoted bodies are not supported.
  */
 public record SqlStatement(String jdbc, List<Integer> binds) {
 
-  static SqlStatement parse(String sql) {
+  public static SqlStatement parse(String sql) {
     StringBuilder out = new StringBuilder(sql.length());
     List<Integer> binds = new ArrayList<>();
     int i = 0;
@@ -36,6 +37,22 @@ public record SqlStatement(String jdbc, List<Integer> binds) {
         j = j < 0 ? n : j;
         out.append(sql, i, j);
         i = j;
+      } else if (ch == '/' && i + 1 < n && sql.charAt(i + 1) == '*') {
+        int depth = 1;
+        int j = i + 2;
+        while (j < n && depth > 0) {
+          if (sql.charAt(j) == '/' && j + 1 < n && sql.charAt(j + 1) == '*') {
+            depth++;
+            j += 2;
+          } else if (sql.charAt(j) == '*' && j + 1 < n && sql.charAt(j + 1) == '/') {
+            depth--;
+            j += 2;
+          } else {
+            j++;
+          }
+        }
+        out.append(sql, i, j);
+        i = j;
       } else if (ch == '?') {
         out.append("??"); // pgjdbc's escape for a literal '?' (the jsonb operators)
         i++;
@@ -44,7 +61,8 @@ public record SqlStatement(String jdbc, List<Integer> binds) {
         while (j < n && Character.isDigit(sql.charAt(j))) {
           j++;
         }
-        binds.add(Integer.parseInt(sql.substring(i + 1, j)));
+        // past 9 digits it is no placeholder a statement can have: counted as out of range (the validator refuses it)
+        binds.add(j - i - 1 > 9 ? Integer.MAX_VALUE : Integer.parseInt(sql.substring(i + 1, j)));
         out.append('?');
         i = j;
       } else {

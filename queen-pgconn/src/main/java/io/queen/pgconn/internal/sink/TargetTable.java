@@ -17,7 +17,7 @@ import java.util.Set;
  * table order) and the key (the primary key, else the first unique index without predicate or expression).
  * The table is only read: never created or altered.
  */
-record TargetTable(List<String> writable, Set<String> generated, List<String> key) {
+record TargetTable(List<String> writable, Set<String> generated, List<String> key, boolean deferrable) {
 
   /** Checks the table for {@code spec}; a failed check is a {@link CheckFailed} with its code. */
   static TargetTable check(Connection c, SinkSpec spec) throws SQLException {
@@ -93,7 +93,18 @@ record TargetTable(List<String> writable, Set<String> generated, List<String> ke
             + e.getValue());
       }
     }
-    return new TargetTable(List.copyOf(writable), Set.copyOf(generated), List.copyOf(key));
+    // a deferrable constraint (a foreign key, say) would be checked at COMMIT, after the savepoints that isolate a
+    // refused row: the sink then makes each batch check it at once (SET CONSTRAINTS ALL IMMEDIATE)
+    boolean deferrable;
+    try (PreparedStatement st = c.prepareStatement("select exists (select 1 from pg_constraint where conrelid = ?"
+        + " and condeferrable)")) {
+      st.setLong(1, oid);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        deferrable = rs.getBoolean(1);
+      }
+    }
+    return new TargetTable(List.copyOf(writable), Set.copyOf(generated), List.copyOf(key), deferrable);
   }
 
   /** A failed start check: the phase becomes {@code error} with {@code code}; {@code what} names the object. */
