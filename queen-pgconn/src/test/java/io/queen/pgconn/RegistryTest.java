@@ -196,6 +196,8 @@ class RegistryTest {
       "truncates outside cdc       | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"upsert\",\"truncates\":true}} | sink.truncates | only for mode",
       "connection unknown field    | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"pass\":\"x\"},\"sink\":{}} | connection.pass | unknown field",
       "connection host missing     | s | {\"kind\":\"sink\",\"connection\":{\"database\":\"d\",\"user\":\"u\"},\"sink\":{}} | connection.host | missing",
+      "connection host with port   | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"db:5433\",\"database\":\"d\",\"user\":\"u\"},\"sink\":{}} | connection.host | the port goes in connection.port",
+      "consumer group reserved     | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"append\",\"consumerGroup\":\"__QUEUE_MODE__\"}} | sink.consumerGroup | belong to Queen",
       "connection port range       | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"port\":70000,\"database\":\"d\",\"user\":\"u\"},\"sink\":{}} | connection.port | 1..65535",
       "connection sslMode          | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"sslMode\":\"verify-ca\"},\"sink\":{}} | connection.sslMode | disable, require, verify-full",
       "connection password type    | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"password\":97531864},\"sink\":{}} | connection.password | a string",

@@ -132,9 +132,9 @@ final class DocumentValidator {
       tName = parts[parts.length - 1];
     }
     String group = text(s, "consumerGroup", "sink.", false, "pg-" + name);
-    if (!group.matches(Names.NAME_RULE) || group.equals(io.queen.Queen.DEFAULT_GROUP)) {
+    if (!group.matches(Names.NAME_RULE) || group.startsWith("__")) {
       throw bad("sink.consumerGroup", "sink.consumerGroup: given " + quoted(group) + "; allowed is a group name "
-          + Names.NAME_RULE);
+          + Names.NAME_RULE + " not starting with '__' (those names belong to Queen)");
     }
     String sub = text(s, "subscriptionMode", "sink.", false, "all");
     Instant from = null;
@@ -336,8 +336,12 @@ final class DocumentValidator {
     }
     unknown(c, CONNECTION, "connection.");
     String host = text(c, "host", "connection.", true, null);
-    if (host.isBlank() || host.length() > 253 || !host.matches("[A-Za-z0-9.:\\[\\]_-]+")) {
-      throw bad("connection.host", "connection.host: given " + quoted(host) + "; allowed is a host name or an IP address");
+    // a name, an IPv4 address, or an IPv6 address (bare or in brackets); a "host:port" is refused, the port has
+    // its own field
+    boolean ipv6 = host.matches("\\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*]?") && host.chars().filter(ch -> ch == ':').count() >= 2;
+    if (host.isBlank() || host.length() > 253 || !(host.matches("[A-Za-z0-9._-]+") || ipv6)) {
+      throw bad("connection.host", "connection.host: given " + quoted(host) + "; allowed is a host name or an IP address"
+          + (host.matches("[A-Za-z0-9._-]+:\\d+") ? " (the port goes in connection.port)" : ""));
     }
     int port = integer(c, "port", "connection.", DEFAULT_PORT, 1, 65535);
     String db = text(c, "database", "connection.", true, null);

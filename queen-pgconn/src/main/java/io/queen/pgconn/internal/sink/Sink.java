@@ -228,7 +228,7 @@ public final class Sink {
     p.setProperty("tcpKeepAlive", "true");
     p.setProperty("socketTimeout", String.valueOf(SOCKET_TIMEOUT_S));
     p.setProperty("ApplicationName", "queen-sink-" + spec.name());
-    String url = "jdbc:postgresql://" + cn.host() + ":" + cn.port() + "/" + java.net.URLEncoder.encode(cn.database(),
+    String url = "jdbc:postgresql://" + cn.urlHost() + ":" + cn.port() + "/" + java.net.URLEncoder.encode(cn.database(),
         java.nio.charset.StandardCharsets.UTF_8);
     return new org.postgresql.Driver().connect(url, p);
   }

@@ -51,7 +51,7 @@ final class SourceConnections {
     String app = "queen-source-" + spec.name();
     SinkSpec.Connection cn = spec.connection();
     if (cn != null) {
-      String url = "jdbc:postgresql://" + cn.host() + ":" + cn.port() + "/"
+      String url = "jdbc:postgresql://" + cn.urlHost() + ":" + cn.port() + "/"
           + URLEncoder.encode(cn.database(), StandardCharsets.UTF_8);
       return new SourceConnections(url, cn.user(), password, cn.sslMode(), app);
     }

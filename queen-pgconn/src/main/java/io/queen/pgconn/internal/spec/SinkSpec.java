@@ -14,7 +14,12 @@ public record SinkSpec(String name, boolean enabled, Connection connection, Stri
     int maxAttempts, Map<String, String> metadata, String statement, List<String> params, boolean truncates) {
 
   /** Where the target database is. {@code hasPassword}: the document carried one (stored sealed). */
-  public record Connection(String host, int port, String database, String user, boolean hasPassword, String sslMode) {}
+  public record Connection(String host, int port, String database, String user, boolean hasPassword, String sslMode) {
+    /** The host as a JDBC URL takes it: an IPv6 address in brackets. */
+    public String urlHost() {
+      return host.indexOf(':') >= 0 && !host.startsWith("[") ? "[" + host + "]" : host;
+    }
+  }
 
   /** The table as written in SQL: both parts validated and double-quoted. */
   public String qualifiedTable() {
