@@ -444,10 +444,18 @@ final class Registry implements Connectors, ConnectorPlugin {
         st.execute("create table if not exists " + table + " (name text primary key, kind text not null,"
             + " document jsonb not null, password_sealed bytea, version bigint not null default 1,"
             + " updated_at timestamptz not null default now())");
-        st.execute("create sequence if not exists " + versions);
-        // a table from before the sequence: start above every version stored
-        st.execute("select setval('" + versions + "', greatest((select last_value from " + versions + "),"
-            + " (select coalesce(max(version), 1) from " + table + ")))");
+        boolean missing;
+        try (ResultSet rs = st.executeQuery("select to_regclass('" + versions + "') is null")) {
+          rs.next();
+          missing = rs.getBoolean(1);
+        }
+        if (missing) {
+          // created here, under the lock, before any put can take a value from it; a table from before the
+          // sequence: it starts above every version stored (never set again: a setval racing a put's nextval could
+          // hand out a version twice)
+          st.execute("create sequence " + versions);
+          st.execute("select setval('" + versions + "', (select coalesce(max(version), 0) + 1 from " + table + "))");
+        }
       }
       return null;
     });
