@@ -52,8 +52,13 @@ class RegistryTest {
    */
   @Test
   void aStoredConnectorIsStartingUntilTheNodesNextReRead() {
+    // a node reads the documents once as it starts, then every connectorRefresh; the marker (stored before, its table
+    // missing) shows when that first read is done, so the puts below come after it for sure
+    queen.connectors().put("marker-sink", OK.replace("invoices", "no_such_table"));
     try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
         .connectorRefresh(java.time.Duration.ofMinutes(10)).start()) {
+      org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> runner.connectors().status("marker-sink").orElseThrow().phase().equals("error"));
       runner.connectors().put("later-sink", OK.replace("invoices", "later"));
       runner.connectors().put("off-sink", OK.replace("\"kind\": \"sink\"", "\"kind\": \"sink\", \"enabled\": false"));
       assertThat(runner.connectors().status("later-sink")).get().extracting(s -> s.phase()).isEqualTo("starting");
@@ -68,6 +73,8 @@ class RegistryTest {
       assertThat(runner.connectors().status("off-src")).get().extracting(s -> s.phase()).isEqualTo("disabled");
       // a node that runs no connectors still reports a source by its lease: enabled and owned by nobody yet
       assertThat(queen.connectors().status("later-src")).get().extracting(s -> s.phase()).isEqualTo("starting");
+    } finally {
+      queen.connectors().delete("marker-sink");
     }
   }
 
