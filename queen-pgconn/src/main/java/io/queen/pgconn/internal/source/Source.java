@@ -282,7 +282,11 @@ public final class Source {
             s.stop();
           }
           if (lease.held()) {
-            lease.release();
+            try {
+              lease.release();
+            } catch (RuntimeException e) {
+              // Queen's database out of reach: the lease runs out by itself
+            }
           }
           Thread.sleep(Math.max(100, lease.ttl().toMillis() / 3));
           continue;
