@@ -447,17 +447,16 @@ public final class QueenImpl implements Queen {
       if (s.onOwnThread()) {
         // called by a handler: the close waits for running handlers, this one among them, so it runs on a thread
         // of its own and this call returns; the handler's work still counts (the grace period)
-        LOG.info("{} - closing (asked by a handler of {}; the close goes on once handlers return)", config.nodeId(),
-            s.queue());
-        newDaemon("closer", this::closeNow).start();
+        String why = " (asked by a handler of " + s.queue() + "; the close goes on once handlers return)";
+        newDaemon("closer", () -> closeNow(why)).start();
         return;
       }
     }
-    closeNow();
+    closeNow("");
   }
 
-  private void closeNow() {
-    LOG.info("{} - closing", config.nodeId());
+  private void closeNow(String why) {
+    LOG.info("{} - closing{}", config.nodeId(), why);
     io.queen.embedded.spi.ConnectorPlugin p = connectors;
     if (p != null) {
       try {
