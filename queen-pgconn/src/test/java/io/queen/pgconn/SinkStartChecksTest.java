@@ -69,8 +69,58 @@ class SinkStartChecksTest {
       await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(status(queen).phase()));
       ConnectorStatus s = status(queen);
       assertThat(s.errorCode()).isEqualTo("progress_table");
-      assertThat(s.error()).startsWith("the progress table queen.sink_progress cannot be created")
+      assertThat(s.error()).startsWith("the sink's tables queen.sink_progress and queen.sink_dead_letters cannot be created")
           .contains("42501").doesNotContain("p-secret2");
+      assertThat(queen.connectors().delete("checked")).isTrue();
+    } finally {
+      try (Connection c = db.connection(); Statement st = c.createStatement()) {
+        st.execute("drop owned by " + role);
+        st.execute("drop role " + role);
+      }
+    }
+  }
+
+  /**
+   * The README's way for a role without CREATE: the two tables created beforehand by someone who may, the sink's role
+   * granted rows on them. The sink uses them as they are (CREATE ... IF NOT EXISTS would still check the privilege).
+   */
+  @Test
+  void aSinkWithoutCreateRunsOnTablesCreatedForIt(TestDatabase db) throws Exception {
+    String role = "sink_precreated_" + Long.toHexString(System.nanoTime());
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table if not exists keyed7 (id text primary key, v int)");
+      st.execute("create schema if not exists queen");
+      st.execute("""
+          CREATE TABLE IF NOT EXISTS queen.sink_progress (
+            sink         text        NOT NULL,
+            partition_id bigint      NOT NULL,
+            partition    text        NOT NULL,
+            last_offset  bigint      NOT NULL,
+            updated_at   timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (sink, partition_id))""");
+      st.execute("""
+          CREATE TABLE IF NOT EXISTS queen.sink_dead_letters (
+            sink         text        NOT NULL,
+            partition_id bigint      NOT NULL,
+            "offset"     bigint      NOT NULL,
+            error        text        NOT NULL,
+            created_at   timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (sink, partition_id, "offset"))""");
+      st.execute("create role " + role + " login password 'p-secret3'");
+      st.execute("grant usage on schema queen to " + role);
+      st.execute("grant select, insert, update, delete on keyed7, queen.sink_progress, queen.sink_dead_letters to "
+          + role);
+      st.execute("revoke create on database \"" + db.name() + "\" from public");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
+          + db.port() + ", \"database\": \"" + db.name() + "\", \"user\": \"" + role + "\", \"password\": \"p-secret3\","
+          + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q7\", \"table\": \"public.keyed7\", \"mode\": \"upsert\"}}");
+      queen.queue("q7").partition("a").push(java.util.Map.of("id", "x", "v", 7));
+      await().atMost(Duration.ofSeconds(30)).untilAsserted(() ->
+          assertThat(status(queen).counters()).containsEntry("applied", 1L));
+      assertThat(status(queen).phase()).isEqualTo("running");
       assertThat(queen.connectors().delete("checked")).isTrue();
     } finally {
       try (Connection c = db.connection(); Statement st = c.createStatement()) {

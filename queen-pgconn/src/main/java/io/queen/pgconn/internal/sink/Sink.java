@@ -41,7 +41,10 @@ import org.slf4j.LoggerFactory;
  * drops every message at or below its partition's last offset, applies the rest, advances the offsets and
  * commits; only then are the messages acknowledged in Queen. A message PostgreSQL refuses is tried
  * {@code maxAttempts} times and then dead-lettered with the database's error, and its partition goes on; a
- * transient failure is retried with back-off and never counts.
+ * transient failure is retried with back-off and never counts. A dead letter is recorded in
+ * {@code queen.sink_dead_letters} in the transaction that moves the progress row past it, so a message at or
+ * below its row is told apart as applied (dropped) or dead-lettered (tried again: a redrive, or a batch whose
+ * dead-letter acknowledgement never reached Queen).
  */
 public final class Sink {
   private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
@@ -54,6 +57,20 @@ public final class Sink {
         last_offset  bigint      not null,
         updated_at   timestamptz not null default now(),
         primary key (sink, partition_id))""";
+  static final String DEAD = "\"queen\".\"sink_dead_letters\"";
+  /**
+   * A dead letter the sink decided in a target transaction (the progress row moved past it there), kept until
+   * Queen has recorded it: a batch that comes again because that record was lost (a failed ack, a lost lease, a
+   * crash) finds it here and dead-letters it again instead of taking it for applied.
+   */
+  static final String DEAD_DDL = """
+      create table if not exists queen.sink_dead_letters (
+        sink         text        not null,
+        partition_id bigint      not null,
+        "offset"     bigint      not null,
+        error        text        not null,
+        created_at   timestamptz not null default now(),
+        primary key (sink, partition_id, "offset"))""";
   /** How many times one batch is retried after transient failures before its leases are given back. */
   static final int TRANSIENT_RETRIES = 8;
   /** The longest a statement on the sink's own connection to a target may wait for an answer (pgjdbc socketTimeout). */
@@ -278,18 +295,31 @@ public final class Sink {
     return st;
   }
 
+  /**
+   * Creates the sink's two tables in the target when missing; pre-created ones are used as they are (CREATE
+   * SCHEMA and CREATE TABLE check their privilege even with IF NOT EXISTS, so only what is missing is created).
+   */
   static void ensureProgressTable(Connection c) throws SQLException {
-    try (Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("select to_regclass('queen.sink_progress') is not null")) {
-      rs.next();
-      if (rs.getBoolean(1)) {
-        return; // used as is when pre-created
+    if (missing(c, "select to_regclass('queen.sink_progress') is null or to_regclass('queen.sink_dead_letters') is null")) {
+      try (Statement st = c.createStatement()) {
+        st.execute("select pg_advisory_xact_lock(" + 0x5155_4545_4e00_0009L + ")");
+        if (missing(c, "select to_regnamespace('queen') is null")) {
+          st.execute("create schema if not exists queen");
+        }
+        if (missing(c, "select to_regclass('queen.sink_progress') is null")) {
+          st.execute(PROGRESS_DDL);
+        }
+        if (missing(c, "select to_regclass('queen.sink_dead_letters') is null")) {
+          st.execute(DEAD_DDL);
+        }
       }
     }
-    try (Statement st = c.createStatement()) {
-      st.execute("select pg_advisory_xact_lock(" + 0x5155_4545_4e00_0009L + ")");
-      st.execute("create schema if not exists queen");
-      st.execute(PROGRESS_DDL);
+  }
+
+  private static boolean missing(Connection c, String query) throws SQLException {
+    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(query)) {
+      rs.next();
+      return rs.getBoolean(1);
     }
   }
 
@@ -381,17 +411,13 @@ public final class Sink {
     }
     checkConstraintsAtOnce(c); // again: the attempt above may have rolled its transaction back
     Map<Long, Long> last = lockProgress(c, byPartition);
+    // at or below the progress row but dead-lettered, not applied: tried again (a redrive, or a batch that comes
+    // again because Queen's record of the dead letter was lost)
+    Set<Message> marked = deadLettered(c, byPartition, last);
     List<Message> fresh = new ArrayList<>();
-    List<Message> done = new ArrayList<>();
-    int skippedHere = 0;
-    for (List<Message> part : byPartition.values()) {
-      for (Message m : part) {
-        if (m.offset() <= last.get(m.partitionId())) {
-          skippedHere++;
-          done.add(m);
-        } else {
-          fresh.add(m);
-        }
+    for (Message m : batch) {
+      if (m.offset() > last.get(m.partitionId())) {
+        fresh.add(m);
       }
     }
     Map<Message, String> dead = new LinkedHashMap<>();
@@ -399,9 +425,9 @@ public final class Sink {
     List<Message> held = new ArrayList<>();
     Map<Long, Long> advance = new HashMap<>();
     // a message refused before (attempt > 1: for the sink's group only a FAILED ack counts) goes message by
-    // message at once rather than failing the batch's one statement again
-    boolean refusedBefore = fresh.stream().anyMatch(m -> m.attempt() > 1);
-    boolean fast = !refusedBefore;
+    // message at once rather than failing the batch's one statement again; so does a dead-lettered one tried again
+    boolean oneByOne = !marked.isEmpty() || fresh.stream().anyMatch(m -> m.attempt() > 1);
+    boolean fast = !oneByOne;
     for (Message m : fresh) {
       advance.merge(m.partitionId(), m.offset(), Math::max);
     }
@@ -419,24 +445,32 @@ public final class Sink {
     } catch (DataError e) {
       fast = false;
     }
+    List<Message> unmark = new ArrayList<>();
+    Map<Message, String> mark = new LinkedHashMap<>();
     if (!fast) {
       advance.clear();
-      if (!refusedBefore) {
+      if (!oneByOne) {
         c.rollback(); // the locks go too: take them again and apply message by message
         checkConstraintsAtOnce(c);
         last = lockProgress(c, byPartition);
+        marked = deadLettered(c, byPartition, last);
       }
       for (List<Message> part : byPartition.values()) {
         for (int i = 0; i < part.size(); i++) {
           Message m = part.get(i);
-          if (m.offset() <= last.get(m.partitionId())) {
+          boolean below = m.offset() <= last.get(m.partitionId());
+          if (below && !marked.contains(m)) {
             continue;
           }
           Savepoint sp = c.setSavepoint();
           try {
             applyOne(c, m);
             c.releaseSavepoint(sp);
-            advance.merge(m.partitionId(), m.offset(), Math::max);
+            if (below) {
+              unmark.add(m); // applied at last: no longer a dead letter of this sink; the row stays where it is
+            } else {
+              advance.merge(m.partitionId(), m.offset(), Math::max);
+            }
           } catch (SQLException | DataError e) {
             if (e instanceof SQLException se && !isDataError(se)) {
               throw se;
@@ -446,8 +480,12 @@ public final class Sink {
             int n = m.attempt();
             String why = e instanceof SQLException se ? host.describe(se) : e.getMessage();
             if (n >= spec.maxAttempts()) {
-              dead.put(m, "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + errorText(e));
-              advance.merge(m.partitionId(), m.offset(), Math::max);
+              String reason = "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + errorText(e);
+              dead.put(m, reason);
+              mark.put(m, reason);
+              if (!below) {
+                advance.merge(m.partitionId(), m.offset(), Math::max);
+              }
               LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
                   spec.name(), m.partition(), m.offset(), n, why);
             } else {
@@ -461,20 +499,16 @@ public final class Sink {
           }
         }
       }
-      done.clear();
-      for (Message m : batch) {
-        if (!dead.containsKey(m) && !failed.containsKey(m) && !held.contains(m)) {
-          done.add(m);
-        }
-      }
-      skippedHere = 0;
-      for (Message m : batch) {
-        if (m.offset() <= last.get(m.partitionId())) {
+    }
+    List<Message> done = new ArrayList<>();
+    int skippedHere = 0;
+    for (Message m : batch) {
+      if (!dead.containsKey(m) && !failed.containsKey(m) && !held.contains(m)) {
+        done.add(m);
+        if (m.offset() <= last.get(m.partitionId()) && !marked.contains(m)) {
           skippedHere++;
         }
       }
-    } else {
-      done.addAll(fresh);
     }
     if (!advance.isEmpty()) {
       // cached per connection like every statement here: never closed by this code (a worker's own connection
@@ -483,7 +517,80 @@ public final class Sink {
       bindAdvance(c, st, advance);
       st.executeUpdate();
     }
+    recordDeadLetters(c, mark, unmark);
     return committed(c, done, dead, failed, held, skippedHere);
+  }
+
+  /**
+   * The batch's messages at or below their partition's progress row that this sink dead-lettered rather than
+   * applied ({@code queen.sink_dead_letters}); looked up only when the batch has any message at or below its row.
+   */
+  private Set<Message> deadLettered(Connection c, Map<Long, List<Message>> byPartition, Map<Long, Long> last)
+      throws SQLException {
+    List<Object> pids = new ArrayList<>();
+    for (var e : byPartition.entrySet()) {
+      if (e.getValue().get(0).offset() <= last.get(e.getKey())) {
+        pids.add(e.getKey());
+      }
+    }
+    if (pids.isEmpty()) {
+      return Set.of();
+    }
+    PreparedStatement st = prepared(c, "select partition_id, \"offset\" from " + DEAD
+        + " where sink = ? and partition_id = any(?::bigint[])");
+    st.setString(1, spec.name());
+    st.setArray(2, c.createArrayOf("bigint", pids.toArray()));
+    Set<String> keys = new java.util.HashSet<>();
+    try (ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        keys.add(rs.getLong(1) + "/" + rs.getLong(2));
+      }
+    }
+    Set<Message> out = new java.util.HashSet<>();
+    for (var e : byPartition.entrySet()) {
+      for (Message m : e.getValue()) {
+        if (m.offset() <= last.get(e.getKey()) && keys.contains(m.partitionId() + "/" + m.offset())) {
+          out.add(m);
+        }
+      }
+    }
+    return out;
+  }
+
+  /** In the batch's target transaction: what it dead-lettered is recorded, what it applied at last is not any more. */
+  private void recordDeadLetters(Connection c, Map<Message, String> mark, List<Message> unmark) throws SQLException {
+    if (!mark.isEmpty()) {
+      List<Object> pids = new ArrayList<>();
+      List<Object> offsets = new ArrayList<>();
+      List<Object> errors = new ArrayList<>();
+      for (var e : mark.entrySet()) {
+        pids.add(e.getKey().partitionId());
+        offsets.add(e.getKey().offset());
+        errors.add(e.getValue());
+      }
+      PreparedStatement st = prepared(c, "insert into " + DEAD + " (sink, partition_id, \"offset\", error)"
+          + " select ?, v.pid, v.o, v.e from unnest(?::bigint[], ?::bigint[], ?::text[]) v(pid, o, e)"
+          + " on conflict (sink, partition_id, \"offset\") do update set error = excluded.error, created_at = now()");
+      st.setString(1, spec.name());
+      st.setArray(2, c.createArrayOf("bigint", pids.toArray()));
+      st.setArray(3, c.createArrayOf("bigint", offsets.toArray()));
+      st.setArray(4, c.createArrayOf("text", errors.toArray()));
+      st.executeUpdate();
+    }
+    if (!unmark.isEmpty()) {
+      List<Object> pids = new ArrayList<>();
+      List<Object> offsets = new ArrayList<>();
+      for (Message m : unmark) {
+        pids.add(m.partitionId());
+        offsets.add(m.offset());
+      }
+      PreparedStatement st = prepared(c, "delete from " + DEAD + " d using unnest(?::bigint[], ?::bigint[]) v(pid, o)"
+          + " where d.sink = ? and d.partition_id = v.pid and d.\"offset\" = v.o");
+      st.setArray(1, c.createArrayOf("bigint", pids.toArray()));
+      st.setArray(2, c.createArrayOf("bigint", offsets.toArray()));
+      st.setString(3, spec.name());
+      st.executeUpdate();
+    }
   }
 
   /** Commits the batch's target transaction and counts what it did. */
@@ -493,11 +600,9 @@ public final class Sink {
     int appliedHere = done.size() - skippedHere;
     applied.addAndGet(appliedHere);
     skipped.addAndGet(skippedHere);
-    dlq.addAndGet(dead.size());
     batches.incrementAndGet();
     meters.applied(appliedHere);
     meters.skipped(skippedHere);
-    meters.dlq(dead.size());
     meters.batch();
     lastProgress = Instant.now();
     if ("running".equals(phase) || lastCode == ErrorCode.TRANSIENT) {
@@ -1036,8 +1141,11 @@ public final class Sink {
       }
     }
     // a lost lease rolls the whole bundle back: nothing counted (as for a crash); the next holder finds the
-    // applied work in the progress table and tries the refused head again at the same attempt
+    // applied work in the progress table, the dead letters in queen.sink_dead_letters (tried once more: refused
+    // again at the same attempt, they are dead-lettered again), and tries the refused head again at the same attempt
     tx.commit();
+    dlq.addAndGet(o.dead.size());
+    meters.dlq(o.dead.size());
     return List.of();
   }
 }

@@ -17,8 +17,8 @@ public enum ErrorCode {
       + " TRUNCATE for cdc with truncates) to it"),
   METADATA_COLUMN_MISSING("metadata_column_missing", "a column named in sink.metadata does not exist (or is generated):"
       + " add it or fix the document"),
-  PROGRESS_TABLE("progress_table", "the progress table queen.sink_progress cannot be created or has another shape:"
-      + " create it as the README shows, or grant CREATE on the database"),
+  PROGRESS_TABLE("progress_table", "the sink's tables queen.sink_progress and queen.sink_dead_letters cannot be"
+      + " created or have another shape: create them as the README shows, or grant CREATE on the database"),
   STATEMENT_INVALID("statement_invalid", "the sql-mode statement does not prepare on the target: fix sink.statement"),
   TRANSIENT("transient", "the target failed in a way that passes (connection lost, deadlock, serialization failure,"
       + " shutdown): retried with back-off; nothing is dead-lettered"),
