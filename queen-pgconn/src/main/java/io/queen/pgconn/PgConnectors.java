@@ -272,6 +272,15 @@ public final class PgConnectors {
       body.put("truncates", v);
       return this;
     }
+
+    /**
+     * {@code cdc} mode: apply only the events of this source table ({@code schema.table} as the events name it);
+     * the others are passed over and counted as {@code ignored}. Needed when the queue carries several tables.
+     */
+    public SinkDocument sourceTable(String v) {
+      body.put("sourceTable", v);
+      return this;
+    }
   }
 
   /** A source document ({@code kind: "source"}); the fields are the seed's, see the module README. */

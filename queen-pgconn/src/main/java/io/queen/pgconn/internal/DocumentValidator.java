@@ -29,7 +29,7 @@ final class DocumentValidator {
   static final Set<String> TOP = Set.of("kind", "enabled", "connection", "sink", "source");
   static final Set<String> CONNECTION = Set.of("host", "port", "database", "user", "password", "sslMode");
   static final Set<String> SINK = Set.of("queue", "table", "mode", "consumerGroup", "subscriptionMode", "workers",
-      "batchSize", "maxAttempts", "metadata", "statement", "params", "truncates");
+      "batchSize", "maxAttempts", "metadata", "statement", "params", "truncates", "sourceTable");
   static final Set<String> SOURCE = Set.of("tables", "publication", "managePublication", "maxBundleMessages",
       "maxBundleBytes", "snapshotChunkRows", "snapshot", "truncates");
   static final Set<String> SOURCE_TABLE = Set.of("table", "queue", "partitionBy");
@@ -222,8 +222,20 @@ final class DocumentValidator {
     if ("sql".equals(mode) && !metadata.isEmpty()) {
       throw bad("sink.metadata", "sink.metadata: not for mode \"sql\" (use @offset, @partition ... in params)");
     }
+    String sourceTable = text(s, "sourceTable", "sink.", false, null);
+    if (sourceTable != null) {
+      if (!"cdc".equals(mode)) {
+        throw bad("sink.sourceTable", "sink.sourceTable: only for mode \"cdc\"; this sink's mode is " + quoted(mode));
+      }
+      String[] parts = sourceTable.split("\\.", -1);
+      if (parts.length > 2 || !Ident.valid(parts[parts.length - 1]) || (parts.length == 2 && !Ident.valid(parts[0]))) {
+        throw bad("sink.sourceTable", "sink.sourceTable: given " + quoted(sourceTable) + "; allowed is the source's"
+            + " schema.table (or table, in public) as its events name it, each part " + Ident.RULE.pattern());
+      }
+      sourceTable = parts.length == 2 ? sourceTable : "public." + sourceTable;
+    }
     return new SinkSpec(name, enabled, conn, queue, tSchema, tName, mode, group, from != null ? "from" : sub, from,
-        workers, batch, maxAttempts, Map.copyOf(metadata), statement, List.copyOf(params), truncates);
+        workers, batch, maxAttempts, Map.copyOf(metadata), statement, List.copyOf(params), truncates, sourceTable);
   }
 
   /** Validates a {@code kind: "source"} document (the caller checked the name and the top level). */

@@ -21,6 +21,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -99,6 +100,7 @@ final class Registry implements Connectors, ConnectorPlugin {
   public void put(String name, JsonNode document) {
     Objects.requireNonNull(document, "document");
     Object validated = DocumentValidator.validate(name, document);
+    refuseMixedCdc(name, validated);
     SinkSpec.Connection conn = validated instanceof SinkSpec sk ? sk.connection() : ((SourceSpec) validated).connection();
     String kind = validated instanceof SinkSpec ? "sink" : "source";
     byte[] sealed = null;
@@ -131,6 +133,74 @@ final class Registry implements Connectors, ConnectorPlugin {
     } else {
       LOG.info("{} - connector '{}' stored (source of {} table(s), slot {})", host.nodeId(), name,
           ((SourceSpec) validated).tables().size(), ((SourceSpec) validated).slot());
+    }
+  }
+
+  /**
+   * A cdc sink without {@code sourceTable} applies every event of its queue to its one table, so two source tables
+   * in that queue would meet on their keys (a delete of one table's row 5 deleting the other's). Refused when the
+   * document is put, whichever comes second: such a sink on a queue the stored sources fill from two or more
+   * tables, or a source that makes a queue such a sink reads carry two or more tables. (Checked against the stored
+   * documents; a producer outside the sources is not seen.)
+   */
+  private void refuseMixedCdc(String name, Object validated) {
+    boolean cdcWithoutFilter = validated instanceof SinkSpec sk && "cdc".equals(sk.mode()) && sk.sourceTable() == null;
+    if (!cdcWithoutFilter && !(validated instanceof SourceSpec)) {
+      return;
+    }
+    Map<String, java.util.TreeSet<String>> tablesByQueue = new HashMap<>();
+    Map<String, List<String>> plainCdcSinksByQueue = new HashMap<>();
+    Map<String, JsonNode> stored = sql("read connectors", c -> {
+      Map<String, JsonNode> m = new HashMap<>();
+      try (Statement st = c.createStatement();
+          ResultSet rs = st.executeQuery("select name, document::text from " + table + " order by name collate \"C\"")) {
+        while (rs.next()) {
+          m.put(rs.getString(1), read(rs.getString(2)));
+        }
+      }
+      return m;
+    });
+    stored.remove(name); // the document being replaced
+    List<Object> specs = new ArrayList<>();
+    for (var e : stored.entrySet()) {
+      try {
+        specs.add(DocumentValidator.validate(e.getKey(), e.getValue()));
+      } catch (RuntimeException invalid) {
+        // a stored document this version no longer reads: it runs nothing, so it mixes nothing
+      }
+    }
+    specs.add(validated);
+    for (Object o : specs) {
+      if (o instanceof SourceSpec src) {
+        for (SourceSpec.Table t : src.tables()) {
+          tablesByQueue.computeIfAbsent(t.queue(), k -> new java.util.TreeSet<>()).add(t.qualifiedName());
+        }
+      } else if (o instanceof SinkSpec sk && "cdc".equals(sk.mode()) && sk.sourceTable() == null) {
+        plainCdcSinksByQueue.computeIfAbsent(sk.queue(), k -> new ArrayList<>()).add(sk.name());
+      }
+    }
+    java.util.Set<String> touched = new java.util.HashSet<>();
+    if (validated instanceof SinkSpec sk) {
+      touched.add(sk.queue());
+    } else {
+      ((SourceSpec) validated).tables().forEach(t -> touched.add(t.queue()));
+    }
+    for (var e : plainCdcSinksByQueue.entrySet()) {
+      java.util.TreeSet<String> tables = tablesByQueue.get(e.getKey());
+      if (!touched.contains(e.getKey())) {
+        continue; // a mix this document does not make
+      }
+      if (tables != null && tables.size() > 1) {
+        String sinks = String.join(", ", new java.util.TreeSet<>(e.getValue()));
+        if (validated instanceof SinkSpec) {
+          throw DocumentValidator.bad("sink.sourceTable", "sink.sourceTable: missing; queue '" + e.getKey()
+              + "' carries the changes of " + tables.size() + " tables (" + String.join(", ", tables) + ") and a"
+              + " cdc sink applies one table's: name the source table whose events this sink applies");
+        }
+        throw DocumentValidator.bad("source.tables", "source.tables: queue '" + e.getKey() + "' would carry the changes"
+            + " of " + String.join(", ", tables) + ", and the cdc sink(s) " + sinks + " read it without sink.sourceTable:"
+            + " give each table its own queue, or set sourceTable on those sinks first");
+      }
     }
   }
 

@@ -10,7 +10,8 @@ import java.util.function.BooleanSupplier;
 /**
  * The seed's connector metrics as Micrometer meters. Dotted names, which Micrometer's Prometheus naming
  * renders as the seed's: counters {@code queen.pg.sink.applied} ({@code queen_pg_sink_applied_total}),
- * {@code queen.pg.sink.skipped}, {@code queen.pg.sink.dlq}, {@code queen.pg.sink.batches},
+ * {@code queen.pg.sink.skipped}, {@code queen.pg.sink.dlq}, {@code queen.pg.sink.batches}, and ours,
+ * {@code queen.pg.sink.ignored},
  * {@code queen.pg.connector.errors}; gauge {@code queen.pg.connector.owner} ({@code queen_pg_connector_owner}).
  * Tag {@code connector} only (low cardinality, DESIGN.md §6). Counters are looked up by name and tag, so a sink
  * restarted with a new document version keeps counting on the same series.
@@ -34,6 +35,8 @@ final class MicrometerSinkMeters implements SinkMeters {
   public Connector connector(String name) {
     Counter applied = counter("queen.pg.sink.applied", name, "messages a sink wrote into its table");
     Counter skipped = counter("queen.pg.sink.skipped", name, "redeliveries a sink recognized and dropped");
+    Counter ignored = counter("queen.pg.sink.ignored", name, "change events a cdc sink passed over (another"
+        + " source table, a truncate it does not apply)");
     Counter dlq = counter("queen.pg.sink.dlq", name, "messages a sink dead-lettered");
     Counter batches = counter("queen.pg.sink.batches", name, "batches a sink committed");
     Counter errors = counter("queen.pg.connector.errors", name, "failures of a connector");
@@ -49,6 +52,13 @@ final class MicrometerSinkMeters implements SinkMeters {
       public void skipped(long n) {
         if (n > 0) {
           skipped.increment(n);
+        }
+      }
+
+      @Override
+      public void ignored(long n) {
+        if (n > 0) {
+          ignored.increment(n);
         }
       }
 

@@ -91,6 +91,7 @@ public final class Sink {
   private volatile Instant lastProgress;
   final AtomicLong applied = new AtomicLong();
   final AtomicLong skipped = new AtomicLong();
+  final AtomicLong ignored = new AtomicLong();
   final AtomicLong dlq = new AtomicLong();
   final AtomicLong batches = new AtomicLong();
   final AtomicLong errors = new AtomicLong();
@@ -217,6 +218,7 @@ public final class Sink {
     Map<String, Long> counters = new LinkedHashMap<>();
     counters.put("applied", applied.get());
     counters.put("skipped", skipped.get());
+    counters.put("ignored", ignored.get());
     counters.put("dlq", dlq.get());
     counters.put("batches", batches.get());
     counters.put("errors", errors.get());
@@ -407,7 +409,7 @@ public final class Sink {
       byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
     }
     if (applyFollowing(c, batch, byPartition)) {
-      return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0);
+      return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0, 0);
     }
     checkConstraintsAtOnce(c); // again: the attempt above may have rolled its transaction back
     Map<Long, Long> last = lockProgress(c, byPartition);
@@ -502,11 +504,14 @@ public final class Sink {
     }
     List<Message> done = new ArrayList<>();
     int skippedHere = 0;
+    int ignoredHere = 0;
     for (Message m : batch) {
       if (!dead.containsKey(m) && !failed.containsKey(m) && !held.contains(m)) {
         done.add(m);
         if (m.offset() <= last.get(m.partitionId()) && !marked.contains(m)) {
           skippedHere++;
+        } else if (passedOver(m)) {
+          ignoredHere++;
         }
       }
     }
@@ -518,7 +523,7 @@ public final class Sink {
       st.executeUpdate();
     }
     recordDeadLetters(c, mark, unmark);
-    return committed(c, done, dead, failed, held, skippedHere);
+    return committed(c, done, dead, failed, held, skippedHere, ignoredHere);
   }
 
   /**
@@ -595,11 +600,13 @@ public final class Sink {
 
   /** Commits the batch's target transaction and counts what it did. */
   private Outcome committed(Connection c, List<Message> done, Map<Message, String> dead, Map<Message, String> failed,
-      List<Message> held, int skippedHere) throws SQLException {
+      List<Message> held, int skippedHere, int ignoredHere) throws SQLException {
     c.commit();
-    int appliedHere = done.size() - skippedHere;
+    int appliedHere = done.size() - skippedHere - ignoredHere;
     applied.addAndGet(appliedHere);
     skipped.addAndGet(skippedHere);
+    ignored.addAndGet(ignoredHere);
+    meters.ignored(ignoredHere);
     batches.incrementAndGet();
     meters.applied(appliedHere);
     meters.skipped(skippedHere);
@@ -882,6 +889,9 @@ public final class Sink {
     if (!e.isObject() || !e.path("op").isTextual()) {
       throw new DataError("payload is not a change event (an object with op)");
     }
+    if (otherTable(e)) {
+      return null; // another source table's event: passed over (counted as ignored)
+    }
     String op = e.get("op").asText();
     switch (op) {
       case "c", "r" -> {
@@ -910,6 +920,21 @@ public final class Sink {
       }
       default -> throw new DataError("change event op is not one of c, r, u, d, t");
     }
+  }
+
+  /** A cdc event of a source table other than {@code sourceTable} (when given). */
+  private boolean otherTable(JsonNode event) {
+    return spec.sourceTable() != null && !spec.sourceTable().equals(event.path("table").asText(null));
+  }
+
+  /** A message the cdc mode passes over without writing: another source table's event, a truncate it does not apply. */
+  private boolean passedOver(Message m) {
+    if (!"cdc".equals(spec.mode())) {
+      return false;
+    }
+    JsonNode e = m.payload();
+    return e.isObject() && e.path("op").isTextual()
+        && (otherTable(e) || ("t".equals(e.get("op").asText()) && !spec.truncates()));
   }
 
   /** The object handed to jsonb_populate_record: the message's columns, then the metadata columns. */

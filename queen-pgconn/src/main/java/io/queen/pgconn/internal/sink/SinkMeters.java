@@ -14,6 +14,9 @@ public interface SinkMeters {
 
     void skipped(long n);
 
+    /** Events a cdc sink passed over: another source table's ({@code sourceTable}), a truncate without {@code truncates}. */
+    void ignored(long n);
+
     void dlq(long n);
 
     void batch();
@@ -38,6 +41,9 @@ public interface SinkMeters {
 
     @Override
     public void skipped(long n) {}
+
+    @Override
+    public void ignored(long n) {}
 
     @Override
     public void dlq(long n) {}

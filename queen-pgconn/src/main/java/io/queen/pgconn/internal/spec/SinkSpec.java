@@ -8,10 +8,12 @@ import java.util.Map;
  * A validated sink document. {@code connection} is null when the sink writes into Queen's own database.
  *
  * @param metadata message fact (partition, partitionId, offset, transactionId, createdAt, payload) to column
+ * @param sourceTable cdc mode: the only source table ({@code schema.table}) whose events the sink applies; null: all
  */
 public record SinkSpec(String name, boolean enabled, Connection connection, String queue, String tableSchema, String table,
     String mode, String consumerGroup, String subscriptionMode, Instant subscriptionFrom, int workers, int batchSize,
-    int maxAttempts, Map<String, String> metadata, String statement, List<String> params, boolean truncates) {
+    int maxAttempts, Map<String, String> metadata, String statement, List<String> params, boolean truncates,
+    String sourceTable) {
 
   /** Where the target database is. {@code hasPassword}: the document carried one (stored sealed). */
   public record Connection(String host, int port, String database, String user, boolean hasPassword, String sslMode) {
