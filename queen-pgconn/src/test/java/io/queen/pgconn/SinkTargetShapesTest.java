@@ -112,6 +112,98 @@ class SinkTargetShapesTest {
     }
   }
 
+  /**
+   * The table changes while the sink runs. A column added is written from the next shape read on (the sink reads
+   * the shape again every connectorRefresh); a column dropped stops being named (the statement's 42703 makes the
+   * sink read the shape again at once; before, every try failed and the batch came back for good); the table dropped
+   * stops the loop with phase error and code table_missing, and once it is back the sink runs and writes again.
+   */
+  @Test
+  void aTableThatChangesUnderARunningSinkIsReadAgain(TestDatabase db) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table morph (id text primary key, a int)");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+        .start()) {
+      queen.connectors().put("morph", """
+          {"kind": "sink", "sink": {"queue": "morph", "table": "morph", "mode": "upsert"}}""");
+      queen.queue("morph").push(List.of(PushItem.of("k1", row("id", "k1", "a", 1, "b", 1))));
+      await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from morph") == 1);
+
+      sql(db, "alter table morph add column b int");
+      Thread.sleep(600); // past a connectorRefresh: the next batch reads the shape first
+      queen.queue("morph").push(List.of(PushItem.of("k2", row("id", "k2", "a", 2, "b", 2))));
+      await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from morph where b = 2") == 1);
+
+      sql(db, "alter table morph drop column a");
+      queen.queue("morph").push(List.of(PushItem.of("k3", row("id", "k3", "a", 3, "b", 3))));
+      await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from morph where b = 3") == 1);
+      assertThat(queen.deadLetters("morph").group("pg-morph").count()).isZero();
+
+      sql(db, "drop table morph");
+      queen.queue("morph").push(List.of(PushItem.of("k4", row("id", "k4", "b", 4))));
+      await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(queen.connectors().status("morph").orElseThrow()
+          .phase()));
+      assertThat(queen.connectors().status("morph").orElseThrow().errorCode()).isEqualTo("table_missing");
+      sql(db, "create table morph (id text primary key, b int)");
+      await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from morph where b = 4") == 1);
+      assertThat(queen.connectors().status("morph").orElseThrow().phase()).isEqualTo("running");
+      assertThat(queen.deadLetters("morph").group("pg-morph").count()).isZero();
+    }
+  }
+
+  /**
+   * A row a row-level security policy refuses (42501 from the policy's check, not a privilege the role lacks) is a
+   * data error: dead-lettered after maxAttempts, the rows around it written. Before, it was retried for good.
+   */
+  @Test
+  void aRowARowSecurityPolicyRefusesIsDeadLettered(TestDatabase db) throws Exception {
+    String role = "sink_rls_" + Long.toHexString(System.nanoTime());
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table guarded (id text primary key, qty int)");
+      st.execute("alter table guarded enable row level security");
+      st.execute("create policy everyone_reads on guarded for select using (true)");
+      st.execute("create policy positive_only on guarded for insert with check (qty > 0)");
+      st.execute("create policy updates on guarded for update using (true) with check (qty > 0)");
+      st.execute("create role " + role + " login password 'p-rls'");
+      st.execute("create schema if not exists queen");
+      st.execute("create table if not exists queen.sink_progress (sink text not null, partition_id bigint not null,"
+          + " partition text not null, last_offset bigint not null, updated_at timestamptz not null default now(),"
+          + " primary key (sink, partition_id))");
+      st.execute("create table if not exists queen.sink_dead_letters (sink text not null, partition_id bigint not null,"
+          + " \"offset\" bigint not null, error text not null, created_at timestamptz not null default now(),"
+          + " primary key (sink, partition_id, \"offset\"))");
+      st.execute("grant usage on schema queen to " + role);
+      st.execute("grant select, insert, update, delete on guarded, queen.sink_progress, queen.sink_dead_letters to "
+          + role);
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("guarded", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host()
+          + "\", \"port\": " + db.port() + ", \"database\": \"" + db.name() + "\", \"user\": \"" + role
+          + "\", \"password\": \"p-rls\", \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"guarded\","
+          + " \"table\": \"guarded\", \"mode\": \"upsert\", \"maxAttempts\": 1}}");
+      queen.queue("guarded").push(List.of(PushItem.of("p", row("id", "g1", "qty", 1)),
+          PushItem.of("p", row("id", "g2", "qty", -1)), PushItem.of("p", row("id", "g3", "qty", 3))));
+      await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from guarded") == 2
+          && queen.deadLetters("guarded").group("pg-guarded").count() == 1);
+      assertThat(queen.deadLetters("guarded").group("pg-guarded").list(10, null)).singleElement()
+          .satisfies(d -> assertThat(d.error()).contains("42501").contains("row-level security"));
+      assertThat(queen.connectors().delete("guarded")).isTrue();
+    } finally {
+      try (Connection c = db.connection(); Statement st = c.createStatement()) {
+        st.execute("drop owned by " + role);
+        st.execute("drop role " + role);
+      }
+    }
+  }
+
+  private static void sql(TestDatabase db, String sql) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute(sql);
+    }
+  }
+
   private static ObjectNode row(Object... kv) {
     ObjectNode o = JsonNodeFactory.instance.objectNode();
     for (int i = 0; i < kv.length; i += 2) {

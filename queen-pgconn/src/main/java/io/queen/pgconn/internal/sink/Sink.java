@@ -84,6 +84,8 @@ public final class Sink {
   private final ObjectMapper mapper;
   private final String password;
   private volatile TargetTable table;
+  /** When {@link #table} was read ({@code System.nanoTime()}); 0: read it again before the next batch. */
+  private volatile long shapeReadAt;
   private volatile Subscription sub;
   private volatile String phase = "starting";
   private volatile ErrorCode lastCode;
@@ -134,6 +136,7 @@ public final class Sink {
       c.setAutoCommit(false);
       ensureProgressTable(c);
       table = spec.table() != null ? TargetTable.check(c, spec) : null;
+      shapeReadAt = System.nanoTime();
       rowSql.clear();
       if ("sql".equals(spec.mode())) {
         // the statement may write any table: checked at once if the database has any deferrable constraint
@@ -352,9 +355,21 @@ public final class Sink {
       Connection c = null;
       try {
         c = workerConnection();
+        readShapeIfDue(c);
         Outcome o = apply(c, batch);
         release(c, false);
         return settle(o);
+      } catch (TargetTable.CheckFailed e) {
+        if (c != null) {
+          try {
+            c.rollback();
+          } catch (SQLException | RuntimeException ignore) {
+            // the connection may be gone
+          }
+          release(c, false);
+        }
+        suspend(e.code, e.getMessage());
+        throw new GiveBack("the table's check failed");
       } catch (SQLException | RuntimeException e) {
         if (c != null) {
           try {
@@ -371,6 +386,9 @@ public final class Sink {
         }
         lastCode = ErrorCode.TRANSIENT; // whatever it was, it is retried and never dead-letters
         lastError = host.describe(e);
+        if (e instanceof SQLException se && table != null && shapeError(se)) {
+          shapeReadAt = 0; // the table changed under the sink: its shape is read again before the next try
+        }
         LOG.warn("{} - sink '{}': batch failed ({}), retry {} of {} in {} ms; nothing is dead-lettered for this",
             host.nodeId(), spec.name(), host.describe(e), round + 1, TRANSIENT_RETRIES, backoff);
         if (round + 1 >= TRANSIENT_RETRIES) {
@@ -380,6 +398,52 @@ public final class Sink {
         backoff = Math.min(5_000, backoff * 2);
       }
     }
+  }
+
+  /**
+   * Errors that say the table is not what the sink read at start: a column or the table gone (42703, 42P01), the
+   * key the upsert names gone (42P10), a privilege revoked (42501 outside a row's policy check).
+   */
+  private static boolean shapeError(SQLException e) {
+    String st = e.getSQLState();
+    return "42703".equals(st) || "42P01".equals(st) || "42P10".equals(st) || "42501".equals(st);
+  }
+
+  /**
+   * Reads the table's shape again when the last read is older than {@code connectorRefresh} (the cadence at which
+   * nodes re-read the documents) or a statement said the table changed: a column added is written from then on,
+   * one dropped is no longer named. A table that no longer passes the start check stops the loop (below).
+   */
+  private void readShapeIfDue(Connection c) throws SQLException {
+    TargetTable was = table;
+    if (was == null || System.nanoTime() - shapeReadAt < host.connectorRefresh().toNanos()) {
+      return;
+    }
+    TargetTable now = TargetTable.check(c, spec);
+    c.commit();
+    shapeReadAt = System.nanoTime();
+    if (!now.equals(was)) {
+      table = now;
+      rowSql.clear();
+      LOG.info("{} - sink '{}': table {}.{} changed; writing columns {} (key {}) from now on", host.nodeId(),
+          spec.name(), spec.tableSchema(), spec.table(), now.writable(), now.key());
+    }
+  }
+
+  /**
+   * The table no longer passes the start check (dropped, its key or a privilege gone): phase {@code error} with the
+   * check's code, the loop stopped (its leases go back); the registry's next re-read starts it again once the check
+   * passes.
+   */
+  private synchronized void suspend(ErrorCode code, String why) {
+    Subscription s = sub;
+    if (stopped || s == null) {
+      return;
+    }
+    sub = null;
+    fail(code, why);
+    LOG.warn("{} - sink '{}' stopped consuming until its table passes the check again", host.nodeId(), spec.name());
+    s.close(host.closeGrace()); // from a worker of its own: the close runs on another thread
   }
 
   /**
@@ -1104,7 +1168,7 @@ public final class Sink {
       String st = s.getSQLState();
       // only the server's verdict on this row: a driver-side error (no server message) is not the data's fault
       boolean server = !(s instanceof org.postgresql.util.PSQLException pe) || pe.getServerErrorMessage() != null;
-      if (server && st != null && (st.startsWith("22") || st.startsWith("23") || st.equals("42804")
+      if (server && st != null && (st.startsWith("22") || st.startsWith("23") || st.equals("42804") || rowPolicy(s)
           || st.equals("P0001") || st.equals("2F000") || st.equals("42883")
           || st.equals("54000") // a value too large for its index row
           || st.equals("21000"))) { // a sql-mode statement whose subquery returned more than one row for this one
@@ -1115,6 +1179,17 @@ public final class Sink {
       }
     }
     return false;
+  }
+
+  /**
+   * A row refused by a row-level security policy's check (42501) or a view's WITH CHECK OPTION (44000): both come
+   * from the executor's check of that row (routine {@code ExecWithCheckOptions}, not translated like the message),
+   * unlike a privilege the role lacks on the whole table.
+   */
+  private static boolean rowPolicy(SQLException s) {
+    return s instanceof org.postgresql.util.PSQLException pe && pe.getServerErrorMessage() != null
+        && "ExecWithCheckOptions".equals(pe.getServerErrorMessage().getRoutine())
+        && ("42501".equals(s.getSQLState()) || "44000".equals(s.getSQLState()));
   }
 
   /** The database's error for a dead letter: its primary message (no detail lines, values in 22/23 masked). */
