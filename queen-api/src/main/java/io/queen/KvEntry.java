@@ -10,7 +10,9 @@ import java.time.Instant;
  * @param key the key
  * @param found whether a live key exists
  * @param value its value (a Jackson tree), or {@code null} when not found
- * @param version its version (from 1, +1 on every write), or 0 when not found
+ * @param version its version, or 0 when not found: every write gives the key a new one from one sequence of the
+ *     store, so a version is never given twice, even to a key deleted or expired and written again; compare
+ *     versions for equality only (they grow with the key's writes, but not by one)
  * @param expiresAt its expiry, or {@code null} when it lives forever or was not found
  */
 public record KvEntry(String key, boolean found, JsonNode value, long version, Instant expiresAt) {}

@@ -36,7 +36,7 @@ public final class Migrator {
       "V35__ack_without_join.sql", "V36__push_without_joins.sql",
       "V37__push_linear_lookups.sql", "V38__kv_write_many_linear.sql",
       "V39__lease_probes_driven_by_items.sql",
-      "V40__pop_never_takes_its_own_leases.sql");
+      "V40__pop_never_takes_its_own_leases.sql", "V41__kv_versions_never_repeat.sql");
   private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
 
   private Migrator() {}

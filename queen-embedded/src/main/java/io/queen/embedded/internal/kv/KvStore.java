@@ -309,17 +309,16 @@ public final class KvStore {
    * text ({@code 1.0E7} as {@code 10000000}); {@code true}, once()'s value, it stores as is.
    */
   private static String markersSql(String s, boolean storedValues) {
+    // versions from the store's sequence, as every KV write (V41): never one a key had before
     String w = "with w as (insert into " + s + ".kv (namespace, key, value, version, expires_at)"
-        + " select x.ns, x.k, x.v::jsonb, 1, now() + x.ttl * interval '1 millisecond'"
+        + " select x.ns, x.k, x.v::jsonb, nextval('" + s + ".kv_versions'), now() + x.ttl * interval '1 millisecond'"
         + " from unnest(?::text[], ?::text[], ?::text[], ?::bigint[]) as x(ns, k, v, ttl)"
-        + " returning namespace, key, value::text as v),";
-    String n = storedValues
-        ? " n as (select count(*) as made, array_agg(namespace) as nss, array_agg(key) as ks, array_agg(v) as vs from w)"
-        : " n as (select count(*) as made from w)";
-    String first = storedValues
-        ? ", case when a.idx = 1 then n.made end, case when a.idx = 1 then n.nss end, case when a.idx = 1 then n.ks end,"
-            + " case when a.idx = 1 then n.vs end"
-        : ", case when a.idx = 1 then n.made end";
+        + " returning namespace, key, version" + (storedValues ? ", value::text as v" : "") + "),";
+    String n = " n as (select count(*) as made, array_agg(namespace) as nss, array_agg(key) as ks,"
+        + " array_agg(version) as vers" + (storedValues ? ", array_agg(v) as vs" : "") + " from w)";
+    String first = ", case when a.idx = 1 then n.made end, case when a.idx = 1 then n.nss end,"
+        + " case when a.idx = 1 then n.ks end, case when a.idx = 1 then n.vers end"
+        + (storedValues ? ", case when a.idx = 1 then n.vs end" : "");
     return w + n + " select a.idx, a.outcome, case when a.idx = 1 then now() end" + first
         + " from n cross join lateral " + s + ".ack("
         + "case when n.made >= 0 then ?::bigint[] end, ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[]) a"
@@ -329,8 +328,8 @@ public final class KvStore {
   /**
    * The marker fast path of {@link #writeThenAck}, for put-if-absent writes only (once() per message + the batch's
    * acks): one plain auto-commit statement, a multi-row insert of the markers and the ack call, with no PL/pgSQL for the
-   * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (version 1, the value as
-   * stored), or it applies nothing and returns {@code null}: a key had a row (any row: live, expired, or just committed
+   * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (its version from the
+   * store's sequence, the value as stored), or it applies nothing and returns {@code null}: a key had a row (any row: live, expired, or just committed
    * by a concurrent bundle) or a lease was lost. The caller then runs {@link #writeThenAck}, which says exactly which
    * and why. Call it on an auto-commit connection only.
    */
@@ -364,6 +363,7 @@ public final class KvStore {
       Instant now = null;
       long made = -1;
       java.util.Map<String, String> stored = allTrue ? null : new java.util.HashMap<>();
+      java.util.Map<String, Long> versions = new java.util.HashMap<>();
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           int idx = rs.getInt(1) - 1;
@@ -372,11 +372,13 @@ public final class KvStore {
           if (idx == 0) {
             now = instant(rs, 3);
             made = rs.getLong(4);
-            if (!allTrue) {
-              String[] nss = (String[]) rs.getArray(5).getArray();
-              String[] ks = (String[]) rs.getArray(6).getArray();
-              String[] vs = (String[]) rs.getArray(7).getArray();
-              for (int j = 0; j < ks.length; j++) {
+            String[] nss = (String[]) rs.getArray(5).getArray();
+            String[] ks = (String[]) rs.getArray(6).getArray();
+            Long[] vers = (Long[]) rs.getArray(7).getArray();
+            String[] vs = allTrue ? null : (String[]) rs.getArray(8).getArray();
+            for (int j = 0; j < ks.length; j++) {
+              versions.put(nss[j] + '\0' + ks[j], vers[j]);
+              if (!allTrue) {
                 stored.put(nss[j] + '\0' + ks[j], vs[j]);
               }
             }
@@ -391,7 +393,7 @@ public final class KvStore {
       for (int i = 0; i < n; i++) {
         KvWrite w = ws.get(i);
         JsonNode value = allTrue ? BooleanNode.TRUE : codec.parse(stored.get(w.namespace() + '\0' + w.key()));
-        out.add(new KvWriteResult(w.key(), true, null, true, value, 1,
+        out.add(new KvWriteResult(w.key(), true, null, true, value, versions.get(w.namespace() + '\0' + w.key()),
             w.ttlMillis() == null ? null : now.plusMillis(w.ttlMillis())));
       }
       return new BundleResult(List.copyOf(out), List.of(ackOut), null);
