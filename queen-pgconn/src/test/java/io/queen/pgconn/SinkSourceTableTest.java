@@ -71,9 +71,14 @@ class SinkSourceTableTest {
           .hasMessageContaining("sink.sourceTable: missing; queue 'mixed' carries the changes of 2 tables"
               + " (public.cats, public.dogs)");
       assertThat(queen.connectors().get("mixed-copy")).as("nothing stored").isEmpty();
-      // an upsert sink, or a cdc sink that names its table, is fine
+      // a cdc sink that names its table is fine; one that names a table no source sends there is a typo
       queen.connectors().put("mixed-copy", """
           {"kind": "sink", "sink": {"queue": "mixed", "table": "cats_copy", "mode": "cdc", "sourceTable": "public.cats"}}""");
+      assertThatThrownBy(() -> queen.connectors().put("typo-copy", """
+          {"kind": "sink", "sink": {"queue": "mixed", "table": "cats_copy", "mode": "cdc", "sourceTable": "public.cat"}}"""))
+          .isInstanceOf(InvalidConnectorException.class)
+          .hasMessageContaining("sink.sourceTable: given \"public.cat\"; the sources send queue 'mixed' the changes of"
+              + " public.cats, public.dogs only");
 
       // the other order: the plain cdc sink first, then a source that would mix its queue
       queen.connectors().put("solo-copy", """

@@ -8,13 +8,17 @@
 -- and Consul's modify indexes: a version is never given twice, to any key, across deletes and expiries too.
 -- They grow with a key's writes (the sequence is not cached and an update draws its number under the row
 -- lock; only a creation racing a delete of the same key can store a number drawn a moment before the last
--- write of the key's previous life), but they are no longer 1, 2, 3: compare a version for equality only. The sequence starts above every version stored, so no
--- version a client holds now can come back either. expect(0) still means "absent".
+-- write of the key's previous life), but they are no longer 1, 2, 3: compare a version for equality only.
+-- The sequence starts above every version stored, with a margin of a million: while this migration runs, and
+-- until every node runs this version, a node of the previous version may still add one to a version (its
+-- kv_put call already running, its once() markers written as version 1); none gets near the sequence's range,
+-- so no version a client holds now can come back. On an empty store it starts at 1. expect(0) still means
+-- "absent".
 -- The bodies are V2's (kv_put, kv_incr) and V38's (kv_write_many) otherwise; kv_delete writes no version. The
 -- marker path of once() (KvStore.markersSql, a plain statement) takes its versions from the sequence too.
 
 create sequence if not exists ${schema}.kv_versions as bigint minvalue 1 no cycle;
-select setval('${schema}.kv_versions', greatest((select max(k.version) from ${schema}.kv k), 0) + 1, false);
+select setval('${schema}.kv_versions', coalesce((select max(k.version) from ${schema}.kv k) + 1000000, 1), false);
 
 create or replace function ${schema}.kv_put(p_ns text, p_key text, p_value text, p_ttl_ms bigint, p_forever boolean,
                                  p_expect bigint default null)

@@ -100,7 +100,6 @@ final class Registry implements Connectors, ConnectorPlugin {
   public void put(String name, JsonNode document) {
     Objects.requireNonNull(document, "document");
     Object validated = DocumentValidator.validate(name, document);
-    refuseMixedCdc(name, validated);
     SinkSpec.Connection conn = validated instanceof SinkSpec sk ? sk.connection() : ((SourceSpec) validated).connection();
     String kind = validated instanceof SinkSpec ? "sink" : "source";
     byte[] sealed = null;
@@ -114,6 +113,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     String json = stored.toString();
     byte[] s = sealed;
     sql("put connector", c -> {
+      refuseMixedCdc(c, name, validated); // in the put's transaction, under a lock: two puts cannot both pass
       // versions come from one sequence, so a document deleted and put again never gets a version a node still
       // runs (a per-row counter restarted at 1, and the other nodes kept running the old document)
       try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed,"
@@ -140,26 +140,25 @@ final class Registry implements Connectors, ConnectorPlugin {
    * A cdc sink without {@code sourceTable} applies every event of its queue to its one table, so two source tables
    * in that queue would meet on their keys (a delete of one table's row 5 deleting the other's). Refused when the
    * document is put, whichever comes second: such a sink on a queue the stored sources fill from two or more
-   * tables, or a source that makes a queue such a sink reads carry two or more tables. (Checked against the stored
-   * documents; a producer outside the sources is not seen.)
+   * tables, or a source that makes a queue such a sink reads carry two or more tables. And a {@code sourceTable}
+   * that no stored source sends to the sink's queue, while some do send it others (a typo would pass over every
+   * event). Checked against the stored documents in the put's transaction, under a transaction-level advisory lock
+   * that every such put takes; a producer outside the sources is not seen.
    */
-  private void refuseMixedCdc(String name, Object validated) {
-    boolean cdcWithoutFilter = validated instanceof SinkSpec sk && "cdc".equals(sk.mode()) && sk.sourceTable() == null;
-    if (!cdcWithoutFilter && !(validated instanceof SourceSpec)) {
+  private void refuseMixedCdc(Connection c, String name, Object validated) throws SQLException {
+    boolean cdcSink = validated instanceof SinkSpec sk && "cdc".equals(sk.mode());
+    if (!cdcSink && !(validated instanceof SourceSpec)) {
       return;
     }
-    Map<String, java.util.TreeSet<String>> tablesByQueue = new HashMap<>();
-    Map<String, List<String>> plainCdcSinksByQueue = new HashMap<>();
-    Map<String, JsonNode> stored = sql("read connectors", c -> {
-      Map<String, JsonNode> m = new HashMap<>();
-      try (Statement st = c.createStatement();
-          ResultSet rs = st.executeQuery("select name, document::text from " + table + " order by name collate \"C\"")) {
+    Map<String, JsonNode> stored = new HashMap<>();
+    try (Statement st = c.createStatement()) {
+      st.execute("select pg_advisory_xact_lock(" + MIX_LOCK + ")");
+      try (ResultSet rs = st.executeQuery("select name, document::text from " + table)) {
         while (rs.next()) {
-          m.put(rs.getString(1), read(rs.getString(2)));
+          stored.put(rs.getString(1), read(rs.getString(2)));
         }
       }
-      return m;
-    });
+    }
     stored.remove(name); // the document being replaced
     List<Object> specs = new ArrayList<>();
     for (var e : stored.entrySet()) {
@@ -170,36 +169,38 @@ final class Registry implements Connectors, ConnectorPlugin {
       }
     }
     specs.add(validated);
+    Map<String, java.util.TreeSet<String>> tablesByQueue = new HashMap<>();
+    Map<String, java.util.TreeSet<String>> plainCdcSinksByQueue = new HashMap<>();
     for (Object o : specs) {
       if (o instanceof SourceSpec src) {
         for (SourceSpec.Table t : src.tables()) {
           tablesByQueue.computeIfAbsent(t.queue(), k -> new java.util.TreeSet<>()).add(t.qualifiedName());
         }
       } else if (o instanceof SinkSpec sk && "cdc".equals(sk.mode()) && sk.sourceTable() == null) {
-        plainCdcSinksByQueue.computeIfAbsent(sk.queue(), k -> new ArrayList<>()).add(sk.name());
+        plainCdcSinksByQueue.computeIfAbsent(sk.queue(), k -> new java.util.TreeSet<>()).add(sk.name());
       }
     }
-    java.util.Set<String> touched = new java.util.HashSet<>();
     if (validated instanceof SinkSpec sk) {
-      touched.add(sk.queue());
-    } else {
-      ((SourceSpec) validated).tables().forEach(t -> touched.add(t.queue()));
-    }
-    for (var e : plainCdcSinksByQueue.entrySet()) {
-      java.util.TreeSet<String> tables = tablesByQueue.get(e.getKey());
-      if (!touched.contains(e.getKey())) {
-        continue; // a mix this document does not make
+      java.util.TreeSet<String> tables = tablesByQueue.getOrDefault(sk.queue(), new java.util.TreeSet<>());
+      if (sk.sourceTable() == null && tables.size() > 1) {
+        throw DocumentValidator.bad("sink.sourceTable", "sink.sourceTable: missing; queue '" + sk.queue()
+            + "' carries the changes of " + tables.size() + " tables (" + String.join(", ", tables) + ") and a"
+            + " cdc sink applies one table's: name the source table whose events this sink applies");
       }
-      if (tables != null && tables.size() > 1) {
-        String sinks = String.join(", ", new java.util.TreeSet<>(e.getValue()));
-        if (validated instanceof SinkSpec) {
-          throw DocumentValidator.bad("sink.sourceTable", "sink.sourceTable: missing; queue '" + e.getKey()
-              + "' carries the changes of " + tables.size() + " tables (" + String.join(", ", tables) + ") and a"
-              + " cdc sink applies one table's: name the source table whose events this sink applies");
-        }
-        throw DocumentValidator.bad("source.tables", "source.tables: queue '" + e.getKey() + "' would carry the changes"
-            + " of " + String.join(", ", tables) + ", and the cdc sink(s) " + sinks + " read it without sink.sourceTable:"
-            + " give each table its own queue, or set sourceTable on those sinks first");
+      if (sk.sourceTable() != null && !tables.isEmpty() && !tables.contains(sk.sourceTable())) {
+        throw DocumentValidator.bad("sink.sourceTable", "sink.sourceTable: given \"" + sk.sourceTable() + "\"; the"
+            + " sources send queue '" + sk.queue() + "' the changes of " + String.join(", ", tables)
+            + " only: name one of them (schema.table, case-sensitive)");
+      }
+      return;
+    }
+    for (SourceSpec.Table t : ((SourceSpec) validated).tables()) {
+      java.util.TreeSet<String> tables = tablesByQueue.get(t.queue());
+      java.util.TreeSet<String> sinks = plainCdcSinksByQueue.get(t.queue());
+      if (sinks != null && tables.size() > 1) {
+        throw DocumentValidator.bad("source.tables", "source.tables: queue '" + t.queue() + "' would carry the changes"
+            + " of " + String.join(", ", tables) + ", and the cdc sink(s) " + String.join(", ", sinks) + " read it"
+            + " without sink.sourceTable: give each table its own queue, or set sourceTable on those sinks first");
       }
     }
   }
@@ -476,6 +477,9 @@ final class Registry implements Connectors, ConnectorPlugin {
       throw new IllegalStateException("stored connector document is not JSON");
     }
   }
+
+  /** Serialises the puts whose documents {@link #refuseMixedCdc} checks against each other. */
+  private static final long MIX_LOCK = 0x5155_4545_4e00_000aL;
 
   private <T> T sql(String what, ConnectorHost.SqlWork<T> work) {
     try {

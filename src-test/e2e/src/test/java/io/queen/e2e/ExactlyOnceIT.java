@@ -204,12 +204,13 @@ class ExactlyOnceIT {
     long drainedAt = System.nanoTime();
     live.forEach(ChildJvm::close);
 
-    // ---- exactly one marker per message, written once (version 1), and nothing else in the namespace
+    // ---- exactly one marker per message, and nothing else in the namespace
     Map<String, Long> markers = query("select key, version from queen.kv where namespace = ?", ns,
         rs -> Map.entry(rs.getString(1), rs.getLong(2)));
     assertThat(markers.keySet()).as("one marker per message, nothing else")
         .isEqualTo(pushed.keySet().stream().map(id -> "msg:" + id).collect(Collectors.toSet()));
-    assertThat(markers.values()).as("every marker was written once").containsOnly(1L);
+    // versions come from one sequence of the store (V41): one each, never shared, whoever wrote them
+    assertThat(markers.values()).as("a version per marker").doesNotHaveDuplicates().allMatch(v -> v > 0);
 
     // ---- exactly one effect per message
     List<Map.Entry<UUID, Long>> effects = !mode.equals(OnceConsumerChild.CONNECTION)

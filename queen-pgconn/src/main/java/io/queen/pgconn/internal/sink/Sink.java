@@ -59,9 +59,9 @@ public final class Sink {
         primary key (sink, partition_id))""";
   static final String DEAD = "\"queen\".\"sink_dead_letters\"";
   /**
-   * A dead letter the sink decided in a target transaction (the progress row moved past it there), kept until
-   * Queen has recorded it: a batch that comes again because that record was lost (a failed ack, a lost lease, a
-   * crash) finds it here and dead-letters it again instead of taking it for applied.
+   * A dead letter the sink decided in a target transaction (the progress row moved past it there), kept until the
+   * message is applied: a batch that comes again because Queen's record of it was lost (a failed ack, a lost lease,
+   * a crash) finds it here and dead-letters it again instead of taking it for applied, and a redrive of it is tried.
    */
   static final String DEAD_DDL = """
       create table if not exists queen.sink_dead_letters (
@@ -84,8 +84,12 @@ public final class Sink {
   private final ObjectMapper mapper;
   private final String password;
   private volatile TargetTable table;
-  /** When {@link #table} was read ({@code System.nanoTime()}); 0: read it again before the next batch. */
+  /** When {@link #table} was read ({@code System.nanoTime()}). */
   private volatile long shapeReadAt;
+  /** A statement said the table changed: its shape (and the sink's own tables) are read before the next try. */
+  private volatile boolean shapeStale;
+  /** The table failed its check while the loop ran: the loop is closing, and the phase says why. */
+  private final java.util.concurrent.atomic.AtomicBoolean suspended = new java.util.concurrent.atomic.AtomicBoolean();
   private volatile Subscription sub;
   private volatile String phase = "starting";
   private volatile ErrorCode lastCode;
@@ -137,6 +141,7 @@ public final class Sink {
       ensureProgressTable(c);
       table = spec.table() != null ? TargetTable.check(c, spec) : null;
       shapeReadAt = System.nanoTime();
+      shapeStale = false;
       rowSql.clear();
       if ("sql".equals(spec.mode())) {
         // the statement may write any table: checked at once if the database has any deferrable constraint
@@ -164,6 +169,16 @@ public final class Sink {
       fail(code, code.fix() + " (" + host.describe(e) + ")");
       return;
     }
+    // the connections of the workers of a loop a failed check stopped: their threads are gone
+    external.entrySet().removeIf(e -> {
+      if (e.getKey().isAlive()) {
+        return false;
+      }
+      statements.remove(e.getValue());
+      closeQuietly(e.getValue());
+      return true;
+    });
+    suspended.set(false);
     SubscriptionMode mode = "new".equals(spec.subscriptionMode()) ? SubscriptionMode.NEW : SubscriptionMode.ALL;
     sub = host.consume(new ConsumeSpec(spec.queue(), spec.consumerGroup(), mode, spec.subscriptionFrom(),
         spec.batchSize(), spec.workers(), null, "pg-" + spec.name(), false), this::handle);
@@ -366,7 +381,7 @@ public final class Sink {
           } catch (SQLException | RuntimeException ignore) {
             // the connection may be gone
           }
-          release(c, false);
+          release(c, true);
         }
         suspend(e.code, e.getMessage());
         throw new GiveBack("the table's check failed");
@@ -381,13 +396,13 @@ public final class Sink {
         }
         errors.incrementAndGet();
         meters.error();
-        if (stopped || Thread.currentThread().isInterrupted()) {
-          throw new GiveBack("stopping");
+        if (stopped || suspended.get() || Thread.currentThread().isInterrupted()) {
+          throw new GiveBack("stopping"); // (after a failed check the phase keeps the check's code)
         }
         lastCode = ErrorCode.TRANSIENT; // whatever it was, it is retried and never dead-letters
         lastError = host.describe(e);
         if (e instanceof SQLException se && table != null && shapeError(se)) {
-          shapeReadAt = 0; // the table changed under the sink: its shape is read again before the next try
+          shapeStale = true; // the table changed under the sink: its shape is read again before the next try
         }
         LOG.warn("{} - sink '{}': batch failed ({}), retry {} of {} in {} ms; nothing is dead-lettered for this",
             host.nodeId(), spec.name(), host.describe(e), round + 1, TRANSIENT_RETRIES, backoff);
@@ -416,12 +431,24 @@ public final class Sink {
    */
   private void readShapeIfDue(Connection c) throws SQLException {
     TargetTable was = table;
-    if (was == null || System.nanoTime() - shapeReadAt < host.connectorRefresh().toNanos()) {
+    boolean forced = shapeStale;
+    if (was == null || (!forced && System.nanoTime() - shapeReadAt < host.connectorRefresh().toNanos())) {
       return;
+    }
+    if (forced) {
+      try {
+        ensureProgressTable(c); // a failure may also have been one of the sink's own tables gone
+      } catch (SQLException e) {
+        if (host.isTransient(e)) {
+          throw e;
+        }
+        throw new TargetTable.CheckFailed(ErrorCode.PROGRESS_TABLE, host.describe(e));
+      }
     }
     TargetTable now = TargetTable.check(c, spec);
     c.commit();
     shapeReadAt = System.nanoTime();
+    shapeStale = false;
     if (!now.equals(was)) {
       table = now;
       rowSql.clear();
@@ -435,13 +462,14 @@ public final class Sink {
    * check's code, the loop stopped (its leases go back); the registry's next re-read starts it again once the check
    * passes.
    */
-  private synchronized void suspend(ErrorCode code, String why) {
+  private void suspend(ErrorCode code, String why) {
     Subscription s = sub;
-    if (stopped || s == null) {
+    // not synchronized: stop() holds the monitor while it waits for the workers, this one among them
+    if (stopped || s == null || !suspended.compareAndSet(false, true)) {
       return;
     }
-    sub = null;
     fail(code, why);
+    sub = null;
     LOG.warn("{} - sink '{}' stopped consuming until its table passes the check again", host.nodeId(), spec.name());
     s.close(host.closeGrace()); // from a worker of its own: the close runs on another thread
   }
@@ -479,7 +507,7 @@ public final class Sink {
     Map<Long, Long> last = lockProgress(c, byPartition);
     // at or below the progress row but dead-lettered, not applied: tried again (a redrive, or a batch that comes
     // again because Queen's record of the dead letter was lost)
-    Set<Message> marked = deadLettered(c, byPartition, last);
+    Map<Message, String> marked = deadLettered(c, byPartition, last);
     List<Message> fresh = new ArrayList<>();
     for (Message m : batch) {
       if (m.offset() > last.get(m.partitionId())) {
@@ -525,7 +553,13 @@ public final class Sink {
         for (int i = 0; i < part.size(); i++) {
           Message m = part.get(i);
           boolean below = m.offset() <= last.get(m.partitionId());
-          if (below && !marked.contains(m)) {
+          if (below && !marked.containsKey(m)) {
+            continue;
+          }
+          if (below && i + 1 < part.size() && part.get(i + 1).offset() <= last.get(m.partitionId())) {
+            // with messages after it that were applied: a batch that comes again because Queen's record of the dead
+            // letter was lost, not a redrive (delivered alone); applied now, it would land after them
+            dead.put(m, marked.get(m));
             continue;
           }
           Savepoint sp = c.setSavepoint();
@@ -572,7 +606,7 @@ public final class Sink {
     for (Message m : batch) {
       if (!dead.containsKey(m) && !failed.containsKey(m) && !held.contains(m)) {
         done.add(m);
-        if (m.offset() <= last.get(m.partitionId()) && !marked.contains(m)) {
+        if (m.offset() <= last.get(m.partitionId()) && !marked.containsKey(m)) {
           skippedHere++;
         } else if (passedOver(m)) {
           ignoredHere++;
@@ -594,32 +628,42 @@ public final class Sink {
    * The batch's messages at or below their partition's progress row that this sink dead-lettered rather than
    * applied ({@code queen.sink_dead_letters}); looked up only when the batch has any message at or below its row.
    */
-  private Set<Message> deadLettered(Connection c, Map<Long, List<Message>> byPartition, Map<Long, Long> last)
+  private Map<Message, String> deadLettered(Connection c, Map<Long, List<Message>> byPartition, Map<Long, Long> last)
       throws SQLException {
     List<Object> pids = new ArrayList<>();
+    List<Object> offsets = new ArrayList<>();
     for (var e : byPartition.entrySet()) {
-      if (e.getValue().get(0).offset() <= last.get(e.getKey())) {
-        pids.add(e.getKey());
+      for (Message m : e.getValue()) {
+        if (m.offset() <= last.get(e.getKey())) {
+          pids.add(m.partitionId());
+          offsets.add(m.offset());
+        }
       }
     }
     if (pids.isEmpty()) {
-      return Set.of();
+      return Map.of();
     }
-    PreparedStatement st = prepared(c, "select partition_id, \"offset\" from " + DEAD
-        + " where sink = ? and partition_id = any(?::bigint[])");
-    st.setString(1, spec.name());
-    st.setArray(2, c.createArrayOf("bigint", pids.toArray()));
-    Set<String> keys = new java.util.HashSet<>();
+    PreparedStatement st = prepared(c, "select d.partition_id, d.\"offset\", d.error from " + DEAD + " d"
+        + " join unnest(?::bigint[], ?::bigint[]) v(pid, o) on d.partition_id = v.pid and d.\"offset\" = v.o"
+        + " where d.sink = ?");
+    st.setArray(1, c.createArrayOf("bigint", pids.toArray()));
+    st.setArray(2, c.createArrayOf("bigint", offsets.toArray()));
+    st.setString(3, spec.name());
+    Map<String, String> found = new HashMap<>();
     try (ResultSet rs = st.executeQuery()) {
       while (rs.next()) {
-        keys.add(rs.getLong(1) + "/" + rs.getLong(2));
+        found.put(rs.getLong(1) + "/" + rs.getLong(2), rs.getString(3));
       }
     }
-    Set<Message> out = new java.util.HashSet<>();
-    for (var e : byPartition.entrySet()) {
-      for (Message m : e.getValue()) {
-        if (m.offset() <= last.get(e.getKey()) && keys.contains(m.partitionId() + "/" + m.offset())) {
-          out.add(m);
+    Map<Message, String> out = new HashMap<>();
+    if (found.isEmpty()) {
+      return out;
+    }
+    for (List<Message> part : byPartition.values()) {
+      for (Message m : part) {
+        String error = found.get(m.partitionId() + "/" + m.offset());
+        if (error != null) {
+          out.put(m, error);
         }
       }
     }
@@ -1243,9 +1287,10 @@ public final class Sink {
     // a lost lease rolls the whole bundle back: nothing counted (as for a crash); the next holder finds the
     // applied work in the progress table, the dead letters in queen.sink_dead_letters (tried once more: refused
     // again at the same attempt, they are dead-lettered again), and tries the refused head again at the same attempt
-    tx.commit();
-    dlq.addAndGet(o.dead.size());
-    meters.dlq(o.dead.size());
+    if (tx.commit().success()) {
+      dlq.addAndGet(o.dead.size());
+      meters.dlq(o.dead.size());
+    }
     return List.of();
   }
 }
