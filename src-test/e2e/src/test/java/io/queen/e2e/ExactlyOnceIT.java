@@ -304,9 +304,13 @@ class ExactlyOnceIT {
     List<String> errors = new ArrayList<>();
     for (ChildJvm c : children) {
       c.lines().stream().filter(l -> l.startsWith("ERROR")).forEach(l -> errors.add(c.pid() + ": " + l));
-      c.lines().stream().filter(l -> l.startsWith("PRECONDITION ")).forEach(l -> assertThat(l)
-          .as("the loser gets the winner's value and version, and acks separately")
-          .contains(" value=true version=1 failedOperation=0 "));
+      c.lines().stream().filter(l -> l.startsWith("PRECONDITION ")).forEach(l -> {
+        java.util.regex.Matcher pm = java.util.regex.Pattern.compile("^PRECONDITION (\\S+) value=true version=(\\d+)"
+            + " failedOperation=0 ").matcher(l);
+        assertThat(pm.find()).as("the loser gets the winner's value and version, and acks separately: %s", l).isTrue();
+        assertThat(Long.parseLong(pm.group(2))).as("the winner's version, as stored: %s", l)
+            .isEqualTo(markers.get("msg:" + pm.group(1)));
+      });
     }
     assertThat(errors).as("no handler failed unexpectedly").isEmpty();
 
