@@ -9,11 +9,7 @@ import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
-import java.sql.Connection;
-import java.sql.ResultSet;
-import java.sql.Statement;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -36,24 +32,11 @@ class SinkDeadLetterTest {
   }
 
   private static void sql(TestDatabase db, String s) throws Exception {
-    try (Connection c = db.connection(); Statement st = c.createStatement()) {
-      st.execute(s);
-    }
+    new SourceFixture(db).sql(s);
   }
 
   private static List<String> rows(TestDatabase db, String q) throws Exception {
-    List<String> out = new ArrayList<>();
-    try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(q)) {
-      int n = rs.getMetaData().getColumnCount();
-      while (rs.next()) {
-        List<String> r = new ArrayList<>();
-        for (int i = 1; i <= n; i++) {
-          r.add(rs.getString(i));
-        }
-        out.add(String.join(" | ", r));
-      }
-    }
-    return out;
+    return new SourceFixture(db).rows(q);
   }
 
   /** The sink group's lag on its queue. */

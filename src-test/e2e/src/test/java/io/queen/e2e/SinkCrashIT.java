@@ -3,6 +3,8 @@ package io.queen.e2e;
 import static io.queen.e2e.E2e.lag;
 import static io.queen.e2e.E2e.within;
 import static io.queen.e2e.SinkFixtures.KEY;
+import static io.queen.e2e.SinkFixtures.STATUS;
+import static io.queen.e2e.SinkFixtures.lastStatus;
 import static io.queen.e2e.SinkFixtures.assertBalances;
 import static io.queen.e2e.SinkFixtures.assertLedger;
 import static io.queen.e2e.SinkFixtures.count;
@@ -31,7 +33,6 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -67,8 +68,6 @@ class SinkCrashIT {
   private static final int ACCOUNTS = 4;
   private static final int BLOCKED_KILLS = 5;
   private static final int FREE_KILLS = 2;
-  private static final Pattern STATUS = Pattern.compile("STATUS (\\S+) (\\S+) applied=(\\d+) skipped=(\\d+) dlq=(\\d+)"
-      + " batches=(\\d+) errors=(\\d+)");
 
   private final List<ChildJvm> children = new ArrayList<>();
 
@@ -78,8 +77,7 @@ class SinkCrashIT {
   }
 
   private ChildJvm child(TestDatabase db) {
-    ChildJvm c = ChildJvm.builder(SinkChild.class).jvmOptions("-Xmx256m", "-XX:TieredStopAtLevel=1")
-        .args(db.jdbcUrl(), db.user(), db.password()).start();
+    ChildJvm c = SinkFixtures.sinkChild(db);
     children.add(c);
     return c;
   }
@@ -106,20 +104,6 @@ class SinkCrashIT {
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           out.add(rs.getLong(1));
-        }
-      }
-    }
-    return out;
-  }
-
-  /** The last STATUS counters a child printed for one connector: {applied, skipped, dlq, batches, errors}. */
-  private static long[] lastStatus(ChildJvm c, String connector) {
-    long[] out = new long[5];
-    for (String line : c.lines()) {
-      Matcher m = STATUS.matcher(line);
-      if (m.find() && m.group(1).equals(connector)) {
-        for (int i = 0; i < 5; i++) {
-          out[i] = Long.parseLong(m.group(3 + i));
         }
       }
     }

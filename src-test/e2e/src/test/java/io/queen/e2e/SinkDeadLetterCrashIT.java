@@ -4,6 +4,7 @@ import static io.queen.e2e.E2e.lag;
 import static io.queen.e2e.E2e.terminateBackends;
 import static io.queen.e2e.E2e.within;
 import static io.queen.e2e.SinkFixtures.KEY;
+import static io.queen.e2e.SinkFixtures.lastStatus;
 import static io.queen.e2e.SinkFixtures.count;
 import static io.queen.e2e.SinkFixtures.sql;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -32,8 +33,6 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -74,8 +73,6 @@ class SinkDeadLetterCrashIT {
   private static final int KILLS = 8;
   private static final List<SinkDef> SINKS = List.of(new SinkDef("one", "dl_one", 1, false),
       new SinkDef("two", "dl_two", 2, true));
-  private static final Pattern STATUS = Pattern.compile("STATUS (\\S+) (\\S+) applied=(\\d+) skipped=(\\d+) dlq=(\\d+)"
-      + " batches=(\\d+) errors=(\\d+)");
 
   /** A sink of this test: its name, its table, its maxAttempts, and whether it has a connection of its own. */
   private record SinkDef(String name, String table, int maxAttempts, boolean ownConnection) {
@@ -103,24 +100,9 @@ class SinkDeadLetterCrashIT {
   }
 
   private ChildJvm child(TestDatabase db) {
-    ChildJvm c = ChildJvm.builder(SinkChild.class).jvmOptions("-Xmx256m", "-XX:TieredStopAtLevel=1")
-        .args(db.jdbcUrl(), db.user(), db.password()).start();
+    ChildJvm c = SinkFixtures.sinkChild(db);
     children.add(c);
     return c;
-  }
-
-  /** The last STATUS counters a child printed for one connector: {applied, skipped, dlq, batches, errors}. */
-  private static long[] lastStatus(ChildJvm c, String connector) {
-    long[] out = new long[5];
-    for (String line : c.lines()) {
-      Matcher m = STATUS.matcher(line);
-      if (m.find() && m.group(1).equals(connector)) {
-        for (int i = 0; i < 5; i++) {
-          out[i] = Long.parseLong(m.group(3 + i));
-        }
-      }
-    }
-    return out;
   }
 
   /** How many lines of all the children's logs contain every one of {@code parts}. */

@@ -25,6 +25,30 @@ import java.util.concurrent.atomic.AtomicReference;
 
 /** What the sink fault tests share: the key, the tables, a pusher that knows what every account must hold. */
 final class SinkFixtures {
+  /** The line a {@link SinkChild} prints every 100 ms per connector. */
+  static final java.util.regex.Pattern STATUS = java.util.regex.Pattern.compile("STATUS (\\S+) (\\S+)"
+      + " applied=(\\d+) skipped=(\\d+) dlq=(\\d+) batches=(\\d+) errors=(\\d+)");
+
+  /** A sink node in a JVM of its own ({@link SinkChild}) on {@code db}. */
+  static io.queen.testkit.ChildJvm sinkChild(TestDatabase db) {
+    return io.queen.testkit.ChildJvm.builder(SinkChild.class).jvmOptions("-Xmx256m", "-XX:TieredStopAtLevel=1")
+        .args(db.jdbcUrl(), db.user(), db.password()).start();
+  }
+
+  /** The last STATUS counters a child printed for one connector: {applied, skipped, dlq, batches, errors}. */
+  static long[] lastStatus(io.queen.testkit.ChildJvm c, String connector) {
+    long[] out = new long[5];
+    for (String line : c.lines()) {
+      java.util.regex.Matcher m = STATUS.matcher(line);
+      if (m.find() && m.group(1).equals(connector)) {
+        for (int i = 0; i < 5; i++) {
+          out[i] = Long.parseLong(m.group(3 + i));
+        }
+      }
+    }
+    return out;
+  }
+
   static final String KEY = "5a".repeat(32);
 
   private SinkFixtures() {}
