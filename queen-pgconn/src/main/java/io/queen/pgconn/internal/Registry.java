@@ -190,7 +190,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       if (sk.sourceTable() != null && !tables.isEmpty() && !tables.contains(sk.sourceTable())) {
         throw DocumentValidator.bad("sink.sourceTable", "sink.sourceTable: given \"" + sk.sourceTable() + "\"; the"
             + " sources send queue '" + sk.queue() + "' the changes of " + String.join(", ", tables)
-            + " only: name one of them (schema.table, case-sensitive)");
+            + " only: name one of them (schema.table, case-sensitive), or put the source that sends it first");
       }
       return;
     }

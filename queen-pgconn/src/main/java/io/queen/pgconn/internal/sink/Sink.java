@@ -98,6 +98,8 @@ public final class Sink {
   final AtomicLong applied = new AtomicLong();
   final AtomicLong skipped = new AtomicLong();
   final AtomicLong ignored = new AtomicLong();
+  /** The other source tables whose events this instance has passed over (logged once each). */
+  private final Set<String> passedOverTables = ConcurrentHashMap.newKeySet();
   final AtomicLong dlq = new AtomicLong();
   final AtomicLong batches = new AtomicLong();
   final AtomicLong errors = new AtomicLong();
@@ -578,7 +580,7 @@ public final class Sink {
             c.rollback(sp);
             // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
             int n = m.attempt();
-            String why = e instanceof SQLException se ? host.describe(se) : e.getMessage();
+            String why = errorText(e); // the constraint, column and table names too (values stay masked)
             if (n >= spec.maxAttempts()) {
               String reason = "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + errorText(e);
               dead.put(m, reason);
@@ -998,6 +1000,18 @@ public final class Sink {
       throw new DataError("payload is not a change event (an object with op)");
     }
     if (otherTable(e)) {
+      String other = e.path("table").asText("(none)");
+      if (passedOverTables.size() < 100 && passedOverTables.add(other)) {
+        // once per table and sink instance: a sourceTable with a typo passes over every event, quietly otherwise;
+        // WARN while the sink has applied nothing of its own table yet (the typo's sign), else INFO
+        String line = "{} - sink '{}': passing over the events of table {} in queue '{}' (sink.sourceTable is {});"
+            + " they are acknowledged, counted as ignored, and not applied";
+        if (applied.get() == 0) {
+          LOG.warn(line, host.nodeId(), spec.name(), other, spec.queue(), spec.sourceTable());
+        } else {
+          LOG.info(line, host.nodeId(), spec.name(), other, spec.queue(), spec.sourceTable());
+        }
+      }
       return null; // another source table's event: passed over (counted as ignored)
     }
     String op = e.get("op").asText();
