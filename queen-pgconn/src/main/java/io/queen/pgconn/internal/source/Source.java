@@ -189,7 +189,10 @@ public final class Source {
     }
     lastProgress = Instant.now();
     SnapshotHook h = hook;
-    String next = h != null && !h.done() ? "snapshot" : "streaming";
+    // the committed pointer's own progress decides: the snapshot may have read its last chunk for a bundle still
+    // being built while an earlier one commits (the phase then said streaming, and the done line undercounted)
+    boolean copying = h != null && (!h.done() || p.snapshot() != null && !p.snapshot().path("done").asBoolean(true));
+    String next = copying ? "snapshot" : "streaming";
     if (lastCode == ErrorCode.STREAM_FAILED && (events > 0 || txs > 0)) {
       LOG.info("{} - source '{}': a bundle committed again after the stream failed; {}", host.nodeId(), spec.name(),
           next);
@@ -233,6 +236,9 @@ public final class Source {
   }
 
   public ConnectorStatus status() {
+    // the phase before the counters: committed() moves the counters first, so a phase read here never runs ahead of
+    // them (a status read as the snapshot finished said streaming with the last table's rows not yet counted)
+    String ph = phase;
     Map<String, Long> counters = new LinkedHashMap<>();
     counters.put("messages", messages.get());
     counters.put("transactions", transactions.get());
@@ -254,7 +260,6 @@ public final class Source {
     } catch (RuntimeException e) {
       // Queen's database unavailable: the status shows what this node knows
     }
-    String ph = phase;
     if (!spec.enabled()) {
       ph = "disabled";
     } else if (!lease.held() && !"error".equals(ph)) {
