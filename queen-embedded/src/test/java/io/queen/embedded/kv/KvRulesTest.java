@@ -121,7 +121,8 @@ class KvRulesTest {
     assertThatThrownBy(() -> Kv.ttl(Duration.ZERO)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> Kv.ttl(Duration.ofSeconds(-1))).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> Kv.ttl(null)).isInstanceOf(NullPointerException.class);
-    assertThatThrownBy(() -> kv.put(ns, "k", 1, null)).isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(() -> kv.put(ns, "k", 1, null)).isInstanceOf(NullPointerException.class)
+        .hasMessageStartingWith("options: every write carries exactly one expiry; pass Kv.ttl(duration) or Kv.forever()");
 
     // the rule lives in SQL, for every caller: neither, both, zero
     String put = "select * from queen.kv_put(?, ?, ?, ?, ?)";

@@ -44,6 +44,8 @@ import org.slf4j.LoggerFactory;
 final class Registry implements Connectors, ConnectorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(Registry.class);
   private static final long DDL_LOCK = 0x5155_4545_4e00_0008L;
+  /** Serialises the puts whose documents {@link #refuseMixedCdc} checks against each other. */
+  private static final long MIX_LOCK = 0x5155_4545_4e00_000aL;
 
   private final ConnectorHost host;
   private final ObjectMapper mapper;
@@ -477,9 +479,6 @@ final class Registry implements Connectors, ConnectorPlugin {
       throw new IllegalStateException("stored connector document is not JSON");
     }
   }
-
-  /** Serialises the puts whose documents {@link #refuseMixedCdc} checks against each other. */
-  private static final long MIX_LOCK = 0x5155_4545_4e00_000aL;
 
   private <T> T sql(String what, ConnectorHost.SqlWork<T> work) {
     try {

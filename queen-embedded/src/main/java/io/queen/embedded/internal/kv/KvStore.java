@@ -39,6 +39,10 @@ public final class KvStore {
   public static final int MAX_VALUE_BYTES = 64 * 1024;
   /** The most keys one {@code getMany} may ask for: {@value}. */
   public static final int MAX_MANY_KEYS = Kv.MAX_PAGE;
+  /** The message of a write called without options. */
+  private static final String NO_OPTIONS = "options: every write carries exactly one expiry; pass Kv.ttl(duration) or"
+      + " Kv.forever(), with expect(...), max(...) or required() added to it";
+
   /** SQLState of the argument checks in {@code V2__kv.sql} (invalid_parameter_value). */
   static final String INVALID_ARGUMENT = "22023";
   private static final String TRUE_JSON = "true";
@@ -121,7 +125,7 @@ public final class KvStore {
   /** A put (unconditional, or with {@link KvOptions#expect}). */
   public KvWrite preparePut(String namespace, String key, Object value, KvOptions options) {
     checkKey(namespace, key);
-    Objects.requireNonNull(options, "options");
+    Objects.requireNonNull(options, NO_OPTIONS);
     noMax("put", options);
     return new KvWrite(KvWrite.Op.PUT, namespace, key, valueJson(value), 0, ttlMillis(options),
         options.expectVersion(), null, options.isRequired());
@@ -130,7 +134,7 @@ public final class KvStore {
   /** A putIfAbsent (once): {@code expect} is implied (absent) and must not be given. */
   public KvWrite preparePutIfAbsent(String namespace, String key, Object value, KvOptions options) {
     checkKey(namespace, key);
-    Objects.requireNonNull(options, "options");
+    Objects.requireNonNull(options, NO_OPTIONS);
     noMax("putIfAbsent", options);
     if (options.expectVersion() != null) {
       throw new IllegalArgumentException("putIfAbsent takes no expect: it already expects the key to be absent"
@@ -143,7 +147,7 @@ public final class KvStore {
   /** An incr: no {@code expect} (incr exists to remove the compare-and-set loop); optional max. */
   public KvWrite prepareIncr(String namespace, String key, long delta, KvOptions options) {
     checkKey(namespace, key);
-    Objects.requireNonNull(options, "options");
+    Objects.requireNonNull(options, NO_OPTIONS);
     if (options.expectVersion() != null) {
       throw new IllegalArgumentException("incr takes no expect: it is atomic, and a precondition would bring back"
           + " the retry loop it exists to remove");
