@@ -9,7 +9,7 @@ import io.queen.EncryptionException;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.QueenType;
-import io.queen.embedded.internal.PayloadCipher;
+import io.queen.embedded.internal.log.PayloadCipher;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

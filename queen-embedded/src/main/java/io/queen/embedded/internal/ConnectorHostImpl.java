@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.queen.Kv;
 import io.queen.Queen;
 import io.queen.Subscription;
+import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.embedded.spi.ConsumeSpec;
 import io.queen.embedded.spi.OwnedBatchHandler;
@@ -14,7 +15,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import javax.sql.DataSource;
 
 /** The node as the connector SPI sees it. */
-final class ConnectorHostImpl implements ConnectorHost {
+public final class ConnectorHostImpl implements ConnectorHost {
   private final QueenImpl q;
 
   ConnectorHostImpl(QueenImpl q) {

@@ -6,6 +6,8 @@ import io.queen.DeadLetters;
 import io.queen.Names;
 import io.queen.PayloadSerializationException;
 import io.queen.Queen;
+import io.queen.embedded.internal.log.JsonCodec;
+import io.queen.embedded.internal.log.PayloadCipher;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -16,7 +18,7 @@ import java.util.Objects;
 import java.util.UUID;
 
 /** The dead-letter queue of one queue. */
-final class DeadLettersImpl implements DeadLetters {
+public final class DeadLettersImpl implements DeadLetters {
   private final QueenImpl queen;
   private final String queue;
 

@@ -11,11 +11,26 @@ import io.queen.Kv;
 import io.queen.Message;
 import io.queen.PushItem;
 import io.queen.PushResult;
-import io.queen.QueenDatabaseException;
 import io.queen.Queen;
+import io.queen.QueenDatabaseException;
 import io.queen.QueueClient;
 import io.queen.Status;
 import io.queen.Transaction;
+import io.queen.embedded.internal.consume.ConsumerNode;
+import io.queen.embedded.internal.consume.MissingQueueWatch;
+import io.queen.embedded.internal.consume.SubscriptionImpl;
+import io.queen.embedded.internal.log.Broker;
+import io.queen.embedded.internal.log.JsonCodec;
+import io.queen.embedded.internal.log.Metrics;
+import io.queen.embedded.internal.log.PayloadCipher;
+import io.queen.embedded.internal.log.Wakeups;
+import io.queen.embedded.internal.ops.GroupWatch;
+import io.queen.embedded.internal.ops.Liveness;
+import io.queen.embedded.internal.ops.MetricsSwitch;
+import io.queen.embedded.internal.ops.MicrometerMetrics;
+import io.queen.embedded.internal.ops.RetentionJanitor;
+import io.queen.embedded.internal.ops.StatisticsGuard;
+import io.queen.embedded.internal.ops.StatusReader;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,7 +47,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /** One started node. */
-public final class QueenImpl implements Queen {
+public final class QueenImpl implements Queen, ConsumerNode {
   private static final Logger LOG = LoggerFactory.getLogger(QueenImpl.class);
 
   private final QueenConfig config;
@@ -88,7 +103,7 @@ public final class QueenImpl implements Queen {
     // retention passes and the group gauges get a thread of their own: the scheduler renews leases and must not wait
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
     this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics);
-    this.groupWatch = new GroupWatch(this, status, metrics);
+    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics);
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
   }
 
@@ -166,7 +181,7 @@ public final class QueenImpl implements Queen {
   static final long FORGET_RECEIPTS_PERIOD_MS = 60_000;
 
   /** Removes old push receipts (at most 100 chunks a pass; the next pass goes on); never throws. */
-  void forgetOldReceipts() {
+  public void forgetOldReceipts() {
     try {
       long n = Broker.forgetOldReceipts(ds, broker.schema(), config.pushReceiptRetention(), 100);
       if (n > 0) {
@@ -248,14 +263,17 @@ public final class QueenImpl implements Queen {
 
   // ------------------------------------------------------------------------------ internal access
 
+  @Override
   public QueenConfig config() {
     return config;
   }
 
+  @Override
   public Broker broker() {
     return broker;
   }
 
+  @Override
   public Wakeups wakeups() {
     return wakeups;
   }
@@ -268,6 +286,7 @@ public final class QueenImpl implements Queen {
     return ds;
   }
 
+  @Override
   public ScheduledExecutorService scheduler() {
     return scheduler;
   }
@@ -278,11 +297,13 @@ public final class QueenImpl implements Queen {
   }
 
   /** True once {@link #close()} has started. */
-  boolean isClosing() {
+  @Override
+  public boolean isClosing() {
     return closing.get();
   }
 
-  void checkOpen() {
+  @Override
+  public void checkOpen() {
     if (closed) {
       throw new BrokerClosedException("Queen node " + config.nodeId());
     }
@@ -300,25 +321,29 @@ public final class QueenImpl implements Queen {
     return connectorKv;
   }
 
-  void register(SubscriptionImpl s) {
+  @Override
+  public void register(SubscriptionImpl s) {
     subscriptions.add(s);
     if (closing.get()) {
       s.close(Duration.ZERO);
     }
   }
 
-  void unregister(SubscriptionImpl s) {
+  @Override
+  public void unregister(SubscriptionImpl s) {
     subscriptions.remove(s);
     missingQueues.remove(s);
   }
 
   /** Watches a subscription whose queue did not exist when it started (see {@link MissingQueueWatch}). */
-  void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w) {
+  @Override
+  public void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w) {
     missingQueues.put(s, w);
   }
 
   /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
-  void afterEmptyPop(SubscriptionImpl s) {
+  @Override
+  public void afterEmptyPop(SubscriptionImpl s) {
     MissingQueueWatch w = missingQueues.get(s);
     if (w != null && w.afterEmptyPop()) {
       missingQueues.remove(s);
@@ -326,7 +351,8 @@ public final class QueenImpl implements Queen {
   }
 
   /** A consumer worker thread, from the application's factory when it gave one. */
-  Thread newThread(String role, Runnable r) {
+  @Override
+  public Thread newThread(String role, Runnable r) {
     String name = "queen-" + config.nodeId() + "-" + role;
     if (config.threadFactory() != null) {
       Thread t = config.threadFactory().newThread(r);
@@ -339,6 +365,7 @@ public final class QueenImpl implements Queen {
   }
 
   /** A daemon thread of the node itself. */
+  @Override
   public Thread newDaemon(String role, Runnable r) {
     Thread t = new Thread(r, "queen-" + config.nodeId() + "-" + role + "-" + threadCount.incrementAndGet());
     t.setDaemon(true);

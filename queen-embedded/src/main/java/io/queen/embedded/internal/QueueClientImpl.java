@@ -8,13 +8,14 @@ import io.queen.PushResult;
 import io.queen.Queen;
 import io.queen.QueueClient;
 import io.queen.QueueConfig;
+import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.UnaryOperator;
 
 /** A queue handle: holds only the name and the node. */
-final class QueueClientImpl implements QueueClient {
+public final class QueueClientImpl implements QueueClient {
   private final QueenImpl queen;
   private final String name;
 

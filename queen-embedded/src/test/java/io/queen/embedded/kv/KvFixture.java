@@ -2,10 +2,10 @@ package io.queen.embedded.kv;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.queen.Kv;
-import io.queen.embedded.internal.JsonCodec;
 import io.queen.embedded.internal.Migrator;
 import io.queen.embedded.internal.kv.KvImpl;
 import io.queen.embedded.internal.kv.KvStore;
+import io.queen.embedded.internal.log.JsonCodec;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

@@ -9,8 +9,9 @@ import io.queen.KvPage;
 import io.queen.KvReason;
 import io.queen.KvWriteResult;
 import io.queen.Names;
-import io.queen.embedded.internal.JsonCodec;
 import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Broker;
+import io.queen.embedded.internal.log.JsonCodec;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -276,13 +277,13 @@ public final class KvStore {
    * KV writes then acks (all under leases) in one auto-commit call of {@code bundle_kv_ack}: everything
    * applies, or nothing does and {@code fail} says whether a required write or a lease failed it.
    */
-  public BundleResult writeThenAck(Connection c, List<KvWrite> ws, List<io.queen.embedded.internal.Broker.AckRequest> acks)
+  public BundleResult writeThenAck(Connection c, List<KvWrite> ws, List<Broker.AckRequest> acks)
       throws SQLException {
     int n = ws.size();
     int k = acks.size();
     try (PreparedStatement st = c.prepareStatement(bundleSql)) {
       bindWrites(c, st, ws);
-      io.queen.embedded.internal.Broker.bindAcks(c, st, 11, acks);
+      Broker.bindAcks(c, st, 11, acks);
       List<KvWriteResult> out = new ArrayList<>(n);
       io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
       int acked = 0;
@@ -337,7 +338,7 @@ public final class KvStore {
    * by a concurrent bundle) or a lease was lost. The caller then runs {@link #writeThenAck}, which says exactly which
    * and why. Call it on an auto-commit connection only.
    */
-  public BundleResult markersThenAck(Connection c, List<KvWrite> ws, List<io.queen.embedded.internal.Broker.AckRequest> acks)
+  public BundleResult markersThenAck(Connection c, List<KvWrite> ws, List<Broker.AckRequest> acks)
       throws SQLException {
     int n = ws.size();
     int k = acks.size();
@@ -362,7 +363,7 @@ public final class KvStore {
       st.setArray(2, c.createArrayOf("text", keys));
       st.setArray(3, c.createArrayOf("text", values));
       st.setArray(4, c.createArrayOf("bigint", ttl));
-      io.queen.embedded.internal.Broker.bindAcks(c, st, 5, acks);
+      Broker.bindAcks(c, st, 5, acks);
       io.queen.AckResult[] ackOut = new io.queen.AckResult[k];
       Instant now = null;
       long made = -1;

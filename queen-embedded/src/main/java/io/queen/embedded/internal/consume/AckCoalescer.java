@@ -1,6 +1,7 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.consume;
 
 import io.queen.AckResult;
+import io.queen.embedded.internal.log.Broker;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;

@@ -1,6 +1,7 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
 import io.queen.QueenDatabaseException;
+import io.queen.embedded.internal.Sql;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -25,10 +26,10 @@ import org.slf4j.LoggerFactory;
  * the planner estimates it from its size. One INFO line per analyze; a role that does not own the tables (and so
  * may not analyze them) is told once at WARN and the guard stops. Runs on the node's janitor thread; {@link #run()} never throws.
  */
-final class StatisticsGuard implements Runnable {
+public final class StatisticsGuard implements Runnable {
   private static final Logger LOG = LoggerFactory.getLogger(StatisticsGuard.class);
   /** How often the estimates are compared. */
-  static final long PERIOD_MS = 10_000;
+  public static final long PERIOD_MS = 10_000;
   /** Tables below this many live rows are left alone: any plan reads them quickly. */
   static final long MIN_ROWS = 1_000;
   private static final String[] TABLES = {"messages", "partitions", "cursors", "redeliveries", "dead_letters", "kv",
@@ -40,7 +41,7 @@ final class StatisticsGuard implements Runnable {
   private boolean failing;
   private boolean stopped;
 
-  StatisticsGuard(String node, DataSource ds, String quotedSchema) {
+  public StatisticsGuard(String node, DataSource ds, String quotedSchema) {
     this.node = node;
     this.ds = ds;
     this.schema = quotedSchema;

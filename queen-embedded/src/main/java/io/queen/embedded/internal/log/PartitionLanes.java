@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.log;
 
 import io.queen.PushOutcomeUnknownException;
 import io.queen.PushResult;

@@ -1,8 +1,9 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
 import io.queen.AckResult;
 import io.queen.Message;
 import io.queen.PushResult;
+import io.queen.embedded.internal.log.Metrics;
 import java.util.List;
 import java.util.function.BooleanSupplier;
 
@@ -15,7 +16,7 @@ public final class MetricsSwitch implements Metrics {
   private volatile Metrics delegate;
   private volatile BooleanSupplier listener;
 
-  MetricsSwitch(Metrics initial) {
+  public MetricsSwitch(Metrics initial) {
     this.delegate = initial;
   }
 

@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.log;
 
 import io.queen.AckResult;
 import io.queen.Message;
@@ -6,7 +6,7 @@ import io.queen.PushResult;
 import java.util.List;
 
 /**
- * What the broker reports as it works. The default does nothing; {@link MicrometerMetrics} is used when
+ * What the broker reports as it works. The default does nothing; the Micrometer implementation in the {@code ops} package is used when
  * the application gives a Micrometer {@code MeterRegistry} (micrometer-core is an optional dependency,
  * loaded only then). Tags are low-cardinality: queue, group — never partition or message id.
  */
@@ -52,7 +52,7 @@ public interface Metrics {
   /** {@code calls} pushes into one partition of {@code queue} went as one combined transaction. */
   default void pushesCombined(String queue, int calls) {}
 
-  /** A group's lag figures, read every {@link GroupWatch#PERIOD_MS} on every node. */
+  /** A group's lag figures, read every ten seconds on every node. */
   default void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {}
 
   /**

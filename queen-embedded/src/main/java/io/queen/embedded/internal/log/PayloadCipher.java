@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.log;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;

@@ -1,11 +1,14 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
+import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Metrics;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -16,23 +19,25 @@ import org.slf4j.LoggerFactory;
  * at WARN when it crosses the threshold and once at INFO when it is back under it (per node). Runs on the node's
  * janitor thread; {@link #run()} never throws.
  */
-final class GroupWatch implements Runnable {
+public final class GroupWatch implements Runnable {
   private static final Logger LOG = LoggerFactory.getLogger(GroupWatch.class);
   /** How often the gauges are refreshed and the alarm is checked. */
-  static final long PERIOD_MS = 10_000;
+  public static final long PERIOD_MS = 10_000;
 
-  private final QueenImpl queen;
+  private final String node;
+  private final DataSource ds;
   private final StatusReader reader;
   private final Metrics metrics;
   private final String stateSql;
   private final Set<String> alarmed = ConcurrentHashMap.newKeySet();
   private boolean failing;
 
-  GroupWatch(QueenImpl queen, StatusReader reader, Metrics metrics) {
-    this.queen = queen;
+  public GroupWatch(String node, DataSource ds, String quotedSchema, StatusReader reader, Metrics metrics) {
+    this.node = node;
+    this.ds = ds;
     this.reader = reader;
     this.metrics = metrics;
-    String s = queen.broker().schema();
+    String s = quotedSchema;
     this.stateSql = "select q.name, coalesce(extract(epoch from now() - r.oldest_at), 0)::float8, r.held_by"
         + " from " + s + ".retention_state r join " + s + ".queues q on q.id = r.queue_id"
         + " where q.retention_ms > 0 or q.completed_retention_ms > 0";
@@ -50,15 +55,15 @@ final class GroupWatch implements Runnable {
         metrics.groupLag(g.queue(), g.group(), g.lag(), g.pendingAge().toMillis() / 1000.0, alert);
         if (alert && alarmed.add(key)) {
           LOG.warn("{} - group '{}' of queue '{}' has had a message pending for {} s, past pendingAlertAfter ({} s);"
-              + " lag {} message(s)", queen.nodeId(), g.group(), g.queue(), g.pendingAge().toSeconds(),
+              + " lag {} message(s)", node, g.group(), g.queue(), g.pendingAge().toSeconds(),
               g.alertAfter().toSeconds(), g.lag());
         } else if (!alert && alarmed.remove(key)) {
           LOG.info("{} - group '{}' of queue '{}' is back under pendingAlertAfter ({} s): oldest pending {} s",
-              queen.nodeId(), g.group(), g.queue(), g.alertAfter().toSeconds(), g.pendingAge().toSeconds());
+              node, g.group(), g.queue(), g.alertAfter().toSeconds(), g.pendingAge().toSeconds());
         }
       }
       alarmed.retainAll(seen);
-      Sql.autoCommit(queen.dataSource(), "retention state", c -> {
+      Sql.autoCommit(ds, "retention state", c -> {
         try (PreparedStatement st = c.prepareStatement(stateSql); ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
             metrics.retentionState(rs.getString(1), rs.getDouble(2), rs.getString(3));
@@ -68,12 +73,12 @@ final class GroupWatch implements Runnable {
       });
       if (failing) {
         failing = false;
-        LOG.info("{} - group gauges are read again", queen.nodeId());
+        LOG.info("{} - group gauges are read again", node);
       }
     } catch (RuntimeException e) {
       if (!failing) {
         failing = true;
-        LOG.warn("{} - could not read the group gauges ({}); trying again every {} ms", queen.nodeId(),
+        LOG.warn("{} - could not read the group gauges ({}); trying again every {} ms", node,
             Sql.describe(e), PERIOD_MS);
       }
     }

@@ -1,6 +1,4 @@
-package io.queen.embedded.internal;
-
-import static org.assertj.core.api.Assertions.assertThat;
+package io.queen.embedded.internal.ops;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.Message;
@@ -8,6 +6,7 @@ import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.embedded.QueenMeterBinder;
+import io.queen.embedded.internal.QueenImpl;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
@@ -19,6 +18,7 @@ import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The per-group gauges ({@code queen.group.lag}, {@code queen.group.pending.age}, {@code queen.group.pending.alert}),

@@ -1,6 +1,4 @@
-package io.queen.embedded.internal;
-
-import static org.assertj.core.api.Assertions.assertThat;
+package io.queen.embedded.internal.ops;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
@@ -8,6 +6,7 @@ import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.QueenImpl;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
@@ -22,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The janitor's statistics guard: tables the planner takes for empty after a vacuum (a queue's rows deleted, the

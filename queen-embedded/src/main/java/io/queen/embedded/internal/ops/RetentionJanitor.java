@@ -1,6 +1,8 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
 import io.queen.RetentionRun;
+import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Metrics;
 import java.sql.Array;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -38,10 +40,10 @@ import org.slf4j.LoggerFactory;
  * are logged at WARN once per pass, queue and group, and counted. Thread-safe: passes of one node are
  * serialised.
  */
-final class RetentionJanitor {
+public final class RetentionJanitor {
   private static final Logger LOG = LoggerFactory.getLogger(RetentionJanitor.class);
   /** How often the node's janitor runs a pass. */
-  static final long PERIOD_MS = 30_000;
+  public static final long PERIOD_MS = 30_000;
   /** Messages per step (one transaction). */
   static final int BATCH = 500;
   /**
@@ -79,12 +81,12 @@ final class RetentionJanitor {
   private int overran;
   private final long[] busyPausesMs;
 
-  RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics) {
+  public RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics) {
     this(node, ds, schema, metrics, BUSY_PAUSES_MS);
   }
 
   /** With other pauses before the rounds on busy partitions (tests). */
-  RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, long[] busyPausesMs) {
+  public RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, long[] busyPausesMs) {
     this.busyPausesMs = busyPausesMs.clone();
     this.node = node;
     this.ds = ds;
@@ -139,7 +141,7 @@ final class RetentionJanitor {
   }
 
   /** One pass, on the scheduler: never throws. */
-  void runQuietly() {
+  public void runQuietly() {
     try {
       run();
     } catch (RuntimeException e) {
@@ -148,7 +150,7 @@ final class RetentionJanitor {
   }
 
   /** One pass over every queue with retention; returns what it did. */
-  RetentionRun run() {
+  public RetentionRun run() {
     passLock.lock();
     try {
       long t0 = System.nanoTime();

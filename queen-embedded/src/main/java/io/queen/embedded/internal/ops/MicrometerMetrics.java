@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -11,6 +11,7 @@ import io.queen.AckResult;
 import io.queen.Message;
 import io.queen.PushResult;
 import io.queen.PushStatus;
+import io.queen.embedded.internal.log.Metrics;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -26,13 +27,13 @@ import java.util.function.BooleanSupplier;
  * per-group gauges {@code queen.group.lag} (messages), {@code queen.group.pending.age} (seconds) and
  * {@code queen.group.pending.alert} (0/1), refreshed by {@link GroupWatch}, retention meters and the listener gauge.
  */
-final class MicrometerMetrics implements Metrics {
+public final class MicrometerMetrics implements Metrics {
 
   private final CompositeMeterRegistry registry = new CompositeMeterRegistry();
   private final Map<String, AtomicDouble> gauges = new ConcurrentHashMap<>();
 
   /** Meters that go to {@code registry} (a Micrometer {@code MeterRegistry}) and to any added later. */
-  MicrometerMetrics(Object registry) {
+  public MicrometerMetrics(Object registry) {
     add(registry);
   }
 

@@ -1,6 +1,4 @@
-package io.queen.embedded.internal;
-
-import static org.assertj.core.api.Assertions.assertThat;
+package io.queen.embedded.internal.ops;
 
 import io.queen.AckResult;
 import io.queen.Message;
@@ -9,6 +7,8 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.QueenImpl;
+import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -22,6 +22,7 @@ import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * V14: a group whose consumer counts attempts itself (a sink, DESIGN.md §7) gets its expired leases released

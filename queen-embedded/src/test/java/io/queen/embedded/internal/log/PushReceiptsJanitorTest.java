@@ -1,12 +1,10 @@
-package io.queen.embedded.internal;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
+package io.queen.embedded.internal.log;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.QueenImpl;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
@@ -19,6 +17,8 @@ import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The janitor's removal of push receipts (V32): receipts whose run was made more than the node's

@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.consume;
 
 import io.queen.BatchHandler;
 import io.queen.ConsumerBuilder;
@@ -10,17 +10,18 @@ import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.TransactionalBatchHandler;
 import io.queen.TransactionalHandler;
+import io.queen.embedded.internal.log.Broker;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Objects;
 
 /** Pop and consume settings for one queue and group. */
-final class ConsumerBuilderImpl implements ConsumerBuilder {
+public final class ConsumerBuilderImpl implements ConsumerBuilder {
   static final Duration MAX_WAIT = Duration.ofMinutes(5);
   static final Duration DEFAULT_GRACE = Duration.ofSeconds(10);
 
-  private final QueenImpl queen;
+  private final ConsumerNode queen;
   private final String queue;
   private final String group;
   private int batch = DEFAULT_BATCH;
@@ -35,7 +36,7 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
   private int concurrency = DEFAULT_CONCURRENCY;
   private Duration grace;
 
-  ConsumerBuilderImpl(QueenImpl queen, String queue, String group) {
+  public ConsumerBuilderImpl(ConsumerNode queen, String queue, String group) {
     this.queen = queen;
     this.queue = queue;
     this.group = group;
@@ -200,12 +201,12 @@ final class ConsumerBuilderImpl implements ConsumerBuilder {
   }
 
   /** For the connector SPI: a loop whose batch handler acknowledges by itself; threads named by {@code role}. */
-  Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role) {
+  public Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role) {
     return consumeOwned(handler, role, true);
   }
 
   /** As above; {@code expiryCounts} false: the group's expired leases are released without an attempt (V14). */
-  Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role, boolean expiryCounts) {
+  public Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role, boolean expiryCounts) {
     Objects.requireNonNull(handler, "handler");
     this.ownedExpiryCounts = expiryCounts;
     return start(null, null, null, null, handler, role);

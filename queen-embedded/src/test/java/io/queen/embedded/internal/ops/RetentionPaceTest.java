@@ -1,8 +1,8 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
+import io.queen.embedded.internal.log.Metrics;
 import org.junit.jupiter.api.Test;
+import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * How the janitor's rests follow its passes ({@link RetentionJanitor#pace}): a janitor whose passes keep taking longer

@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.consume;
 
 import io.queen.Queen;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -13,17 +13,17 @@ import org.slf4j.LoggerFactory;
  * after empty pops, and stops checking (with one INFO) once it does. Thread-safe: the subscription's
  * workers share it, and one of them checks per interval.
  */
-final class MissingQueueWatch {
+public final class MissingQueueWatch {
   private static final Logger LOG = LoggerFactory.getLogger(SubscriptionImpl.class);
 
-  private final QueenImpl queen;
+  private final ConsumerNode queen;
   private final String queue;
   private final String group;
   private final long intervalNanos;
   private final AtomicBoolean warned = new AtomicBoolean();
   private final AtomicLong nextCheck = new AtomicLong(System.nanoTime());
 
-  MissingQueueWatch(QueenImpl queen, String queue, String group) {
+  MissingQueueWatch(ConsumerNode queen, String queue, String group) {
     this.queen = queen;
     this.queue = queue;
     this.group = group;
@@ -31,7 +31,7 @@ final class MissingQueueWatch {
   }
 
   /** After a pop that returned nothing; true once the queue exists (then the watch is done). */
-  boolean afterEmptyPop() {
+  public boolean afterEmptyPop() {
     long due = nextCheck.get();
     long now = System.nanoTime();
     if (now - due < 0 || !nextCheck.compareAndSet(due, now + intervalNanos)) {

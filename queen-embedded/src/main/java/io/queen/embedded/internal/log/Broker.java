@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.log;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.NullNode;
@@ -12,10 +12,13 @@ import io.queen.PushItem;
 import io.queen.PushOutcomeUnknownException;
 import io.queen.PushResult;
 import io.queen.PushStatus;
+import io.queen.Queen;
 import io.queen.QueenDatabaseException;
 import io.queen.QueenException;
 import io.queen.QueueConfig;
 import io.queen.QueueFullException;
+import io.queen.embedded.internal.LogThrottle;
+import io.queen.embedded.internal.Sql;
 import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -35,10 +38,10 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import javax.sql.DataSource;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import org.postgresql.util.PSQLException;
 import org.postgresql.util.ServerErrorMessage;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The log operations (push, pop, ack, renew, release) as calls of the SQL functions in
@@ -1166,7 +1169,7 @@ public final class Broker {
         String group = d.path("group").asText();
         LOG.warn("{} - {} {} partition '{}' offset {} after {} attempt(s); last error: {}", node,
             d.path("kept").asBoolean() ? "dead-lettered" : "dropped (deadLetter=false)",
-            SubscriptionImpl.where(d.path("queue").asText(), group), d.path("partition").asText(),
+            where(d.path("queue").asText(), group), d.path("partition").asText(),
             d.path("offset").asLong(), d.path("attempts").asInt(), d.path("error").asText("(none)"));
         metrics.deadLettered(d.path("queue").asText(), group);
       }
@@ -1403,7 +1406,7 @@ public final class Broker {
   }
 
   /** A queue's configuration from the columns at {@code col} (in the order of {@link #config}) and {@code encCol}. */
-  static QueueConfig readConfig(ResultSet rs, int col, int encCol) throws SQLException {
+  public static QueueConfig readConfig(ResultSet rs, int col, int encCol) throws SQLException {
     return new QueueConfig(Duration.ofMillis(rs.getLong(col)), rs.getInt(col + 1), Duration.ofMillis(rs.getLong(col + 2)),
         rs.getBoolean(col + 3), Duration.ofMillis(rs.getLong(col + 4)), Duration.ofMillis(rs.getLong(col + 5)),
         rs.getLong(col + 6), Duration.ofMillis(rs.getLong(col + 7)), Duration.ofMillis(rs.getLong(col + 8)),
@@ -1531,5 +1534,11 @@ public final class Broker {
       }
       return null;
     });
+  }
+
+  /** How a person reads a queue and group in a log line: the default group is named as such. */
+  public static String where(String queue, String group) {
+    return Queen.DEFAULT_GROUP.equals(group) ? "queue '" + queue + "' (default group)"
+        : "queue '" + queue + "' group '" + group + "'";
   }
 }

@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.consume;
 
 import io.queen.AckOutcome;
 import io.queen.AckResult;
@@ -17,6 +17,9 @@ import io.queen.Subscription;
 import io.queen.Transaction;
 import io.queen.TransactionalBatchHandler;
 import io.queen.TransactionalHandler;
+import io.queen.embedded.internal.LogThrottle;
+import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Broker;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -50,10 +53,10 @@ import org.slf4j.LoggerFactory;
  * is unreachable) is one WARN when it starts failing and one INFO when it recovers, with how long it was
  * down; dead-letter moves are logged by the {@link Broker} where the database reports them.
  */
-final class SubscriptionImpl implements Subscription {
+public final class SubscriptionImpl implements Subscription {
   private static final Logger LOG = LoggerFactory.getLogger(SubscriptionImpl.class);
 
-  private final QueenImpl queen;
+  private final ConsumerNode queen;
   private final Broker.PopRequest request;
   private final int concurrency;
   private final Duration defaultGrace;
@@ -118,13 +121,13 @@ final class SubscriptionImpl implements Subscription {
   private volatile boolean expiryMarked;
 
   /** Exactly one of the four handlers is non-null. */
-  SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
+  SubscriptionImpl(ConsumerNode queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
       MessageHandler one, BatchHandler many, TransactionalHandler txOne, TransactionalBatchHandler txMany) {
     this(queen, request, maxPartitions, concurrency, grace, one, many, txOne, txMany, null, null);
   }
 
   /** Exactly one of the five handlers is non-null; {@code role} names the threads (null: queue and group). */
-  SubscriptionImpl(QueenImpl queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
+  SubscriptionImpl(ConsumerNode queen, Broker.PopRequest request, int maxPartitions, int concurrency, Duration grace,
       MessageHandler one, BatchHandler many, TransactionalHandler txOne, TransactionalBatchHandler txMany,
       io.queen.embedded.spi.OwnedBatchHandler owned, String role) {
     this.owned = owned;
@@ -138,14 +141,9 @@ final class SubscriptionImpl implements Subscription {
     this.many = many;
     this.txOne = txOne;
     this.txMany = txMany;
-    this.where = where(request.queue(), request.group());
+    this.where = Broker.where(request.queue(), request.group());
   }
 
-  /** How a person reads a queue and group in a log line: the default group is named as such. */
-  static String where(String queue, String group) {
-    return Queen.DEFAULT_GROUP.equals(group) ? "queue '" + queue + "' (default group)"
-        : "queue '" + queue + "' group '" + group + "'";
-  }
 
   /**
    * Starts the threads, unless a close came first (a node closing while {@code consume(...)} ran): start and the
@@ -998,7 +996,7 @@ final class SubscriptionImpl implements Subscription {
   }
 
   /** Whether the calling thread is one of this subscription's workers or its claimer. */
-  boolean onOwnThread() {
+  public boolean onOwnThread() {
     Thread t = Thread.currentThread();
     return t == claimer || workers.contains(t);
   }
@@ -1008,7 +1006,7 @@ final class SubscriptionImpl implements Subscription {
    * the subscription was closing already. The node's close calls this on every subscription before it waits for
    * any, so all of them stop taking work at once and their handlers share one grace period.
    */
-  boolean beginClose() {
+  public boolean beginClose() {
     synchronized (lifecycle) {
       return beginCloseLocked();
     }
@@ -1031,7 +1029,7 @@ final class SubscriptionImpl implements Subscription {
    * The second half: waits for the claimer and the workers until {@code deadline} ({@link System#nanoTime()}),
    * interrupts what still runs, and gives back every lease left.
    */
-  void finishClose(long deadline) {
+  public void finishClose(long deadline) {
     boolean interrupted = false;
     Thread c = claimer;
     if (c != null) {

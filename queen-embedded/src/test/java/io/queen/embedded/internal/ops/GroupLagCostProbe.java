@@ -1,7 +1,8 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.QueenImpl;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
 import java.sql.Statement;

@@ -1,7 +1,9 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
 import io.queen.QueueConfig;
 import io.queen.Status;
+import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Broker;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -19,7 +21,7 @@ import javax.sql.DataSource;
  * Reads the {@link Status} snapshot in one repeatable-read transaction, and the per-group lag figures the gauges
  * export ({@link #lag}).
  */
-final class StatusReader {
+public final class StatusReader {
   private final DataSource ds;
   private final String s;
   private final String lagSql;
@@ -31,7 +33,7 @@ final class StatusReader {
     }
   }
 
-  StatusReader(DataSource ds, String quotedSchema) {
+  public StatusReader(DataSource ds, String quotedSchema) {
     this.ds = ds;
     this.s = quotedSchema;
     // Only the cursors flagged has_pending can be behind (push sets the flag on every cursor of its partition
@@ -71,7 +73,7 @@ final class StatusReader {
     return Sql.autoCommit(ds, "group lag", this::lag);
   }
 
-  Status read() {
+  public Status read() {
     return Sql.inTransaction(ds, "status", c -> {
       try (PreparedStatement iso = c.prepareStatement("set transaction isolation level repeatable read read only")) {
         iso.execute();

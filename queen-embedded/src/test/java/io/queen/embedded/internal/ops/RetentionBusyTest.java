@@ -1,10 +1,9 @@
-package io.queen.embedded.internal;
-
-import static org.assertj.core.api.Assertions.assertThat;
+package io.queen.embedded.internal.ops;
 
 import io.queen.Queen;
 import io.queen.RetentionRun;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.log.Metrics;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -19,6 +18,7 @@ import javax.sql.DataSource;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The janitor never waits for a pusher, yet does not leave a busy partition's backlog for the next pass: a partition

@@ -1,10 +1,9 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.log;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import com.fasterxml.jackson.databind.DeserializationFeature;
@@ -217,7 +216,7 @@ public final class JsonCodec {
   }
 
   /** UTF-8 length of the text, counted without encoding it. */
-  static long utf8Length(CharSequence s) {
+  public static long utf8Length(CharSequence s) {
     long bytes = 0;
     int n = s.length();
     for (int i = 0; i < n; i++) {

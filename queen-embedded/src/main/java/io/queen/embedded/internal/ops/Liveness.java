@@ -1,7 +1,9 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.ops;
 
 import io.queen.NodeIdInUseException;
 import io.queen.Queen;
+import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Wakeups;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -39,7 +41,7 @@ import org.slf4j.LoggerFactory;
 public final class Liveness {
   private static final Logger LOG = LoggerFactory.getLogger(Liveness.class);
   /** Rows of nodes whose heartbeat is older than this are removed by the janitor. */
-  static final Duration FORGET_AFTER = Duration.ofDays(1);
+  public static final Duration FORGET_AFTER = Duration.ofDays(1);
 
   private final DataSource ds;
   private final String s;
@@ -55,7 +57,7 @@ public final class Liveness {
   /** Told after each beat whether another node of the schema is alive. */
   private volatile java.util.function.Consumer<Boolean> othersAlive = alive -> { };
 
-  Liveness(DataSource ds, String quotedSchema, String node, Duration sessionTimeout, Duration interval) {
+  public Liveness(DataSource ds, String quotedSchema, String node, Duration sessionTimeout, Duration interval) {
     this.ds = ds;
     this.s = quotedSchema;
     this.node = node;
@@ -71,7 +73,7 @@ public final class Liveness {
    *
    * @throws NodeIdInUseException a live node holds the id
    */
-  int register() {
+  public int register() {
     long started = System.nanoTime();
     long budget = sessionTimeout.plus(interval).plusSeconds(1).toNanos();
     java.sql.Timestamp firstSeen = null;
@@ -166,12 +168,12 @@ public final class Liveness {
   }
 
   /** Where each beat reports whether another node of the schema is alive (a stale row does not count). */
-  void onOthersAlive(java.util.function.Consumer<Boolean> listener) {
+  public void onOthersAlive(java.util.function.Consumer<Boolean> listener) {
     this.othersAlive = listener;
   }
 
   /** Starts the heartbeat thread. */
-  void start(Wakeups.ThreadFactory threads) {
+  public void start(Wakeups.ThreadFactory threads) {
     running = true;
     Thread t = threads.newThread("heartbeat", this::loop);
     thread = t;
@@ -277,7 +279,7 @@ public final class Liveness {
   }
 
   /** Stops the heartbeat and deletes this incarnation's row (bounded; a failure is logged). */
-  void close() {
+  public void close() {
     running = false;
     Thread t = thread;
     if (t != null) {

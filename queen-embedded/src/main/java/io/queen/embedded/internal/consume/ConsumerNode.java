@@ -1,0 +1,51 @@
+package io.queen.embedded.internal.consume;
+
+import io.queen.Transaction;
+import io.queen.embedded.internal.QueenConfig;
+import io.queen.embedded.internal.log.Broker;
+import io.queen.embedded.internal.log.Wakeups;
+import java.util.concurrent.ScheduledExecutorService;
+
+/**
+ * What the consume loop needs from the node it runs on: its log, wake-ups and threads, and the registration that
+ * lets the node's close stop every subscription first. The node implements it; nothing else does.
+ */
+public interface ConsumerNode {
+
+  String nodeId();
+
+  QueenConfig config();
+
+  Broker broker();
+
+  Wakeups wakeups();
+
+  /** The node's scheduler (lease renewals); its tasks must not block. */
+  ScheduledExecutorService scheduler();
+
+  /** A daemon thread named after the node and the role. */
+  Thread newDaemon(String role, Runnable r);
+
+  /** A consumer worker thread, from the application's thread factory when it gave one. */
+  Thread newThread(String role, Runnable r);
+
+  /** A transaction bundle on this node ({@code consumeInTransaction}). */
+  Transaction transaction();
+
+  /** Throws {@code BrokerClosedException} once the node is closed. */
+  void checkOpen();
+
+  /** True once the node's close has started. */
+  boolean isClosing();
+
+  /** A started subscription, closed with the node. */
+  void register(SubscriptionImpl s);
+
+  void unregister(SubscriptionImpl s);
+
+  /** Watches a subscription whose queue did not exist at its start. */
+  void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w);
+
+  /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
+  void afterEmptyPop(SubscriptionImpl s);
+}
