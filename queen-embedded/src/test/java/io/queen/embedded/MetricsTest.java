@@ -8,6 +8,7 @@ import io.queen.AckStatus;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.Subscription;
+import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import java.time.Duration;
 import java.util.List;
@@ -44,6 +45,34 @@ class MetricsTest {
               .isEqualTo(2.0));
       assertThat(registry.getMeters()).allSatisfy(m -> assertThat(m.getId().getTags())
           .allSatisfy(t -> assertThat(t.getKey()).isIn("queue", "group", "outcome")));
+    }
+  }
+
+  /**
+   * A meter that throws (here a registry filter; in the field a Micrometer older than the one Queen was compiled
+   * against, which threw NoSuchMethodError after the push had committed) must not fail the work it reports on: the
+   * push returns its result, the consume loop goes on, the metrics turn off with one ERROR line.
+   */
+  @Test
+  void aMeterThatThrowsTurnsTheMetricsOffInsteadOfFailingThePushOrTheLoop(DataSource ds) {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    registry.config().meterFilter(new io.micrometer.core.instrument.config.MeterFilter() {
+      @Override
+      public io.micrometer.core.instrument.Meter.Id map(io.micrometer.core.instrument.Meter.Id id) {
+        throw new IllegalStateException("a registry that refuses every meter");
+      }
+    });
+    try (LogCapture logs = LogCapture.start();
+        Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("mt-off").meterRegistry(registry).start()) {
+      assertThat(queen.queue("off").partition("p").push(Map.of("i", 1)).status()).isEqualTo(io.queen.PushStatus.QUEUED);
+      queen.queue("off").partition("p").push(Map.of("i", 2));
+      try (Subscription s = queen.queue("off").group("g").subscription(io.queen.SubscriptionMode.ALL)
+          .consume(m -> { })) {
+        await().atMost(Duration.ofSeconds(10)).until(() -> s.acked() == 2);
+        assertThat(s.isRunning()).isTrue();
+      }
+      assertThat(logs.lines()).filteredOn(l -> l.contains("a Micrometer call failed")).hasSize(1)
+          .allSatisfy(l -> assertThat(l).contains("mt-off").contains("metrics are off"));
     }
   }
 }

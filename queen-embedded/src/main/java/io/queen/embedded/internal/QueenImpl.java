@@ -90,7 +90,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.ownPool = ownPool;
     this.codec = new JsonCodec(config.mapper());
     this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
-    this.metrics = new MetricsSwitch(config.meterRegistry() == null ? Metrics.NOOP
+    this.metrics = new MetricsSwitch(config.nodeId(), config.meterRegistry() == null ? Metrics.NOOP
         : new MicrometerMetrics(config.meterRegistry()));
     this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
         config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));

@@ -6,18 +6,38 @@ import io.queen.PushResult;
 import io.queen.embedded.internal.log.Metrics;
 import java.util.List;
 import java.util.function.BooleanSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The node's {@link Metrics}: forwards to {@link Metrics#NOOP} until a Micrometer registry is given (to the
  * builder, or later through {@code QueenMeterBinder}), then to {@link MicrometerMetrics}, which sends every meter
- * to each registry bound. Thread-safe; one volatile read per call.
+ * to each registry bound. Thread-safe; one volatile read per call. A meter call that throws turns the metrics off
+ * (logged once) instead of failing the work it reports on.
  */
 public final class MetricsSwitch implements Metrics {
+  private static final Logger LOG = LoggerFactory.getLogger(MetricsSwitch.class);
+  private final String node;
   private volatile Metrics delegate;
   private volatile BooleanSupplier listener;
 
-  public MetricsSwitch(Metrics initial) {
+  public MetricsSwitch(String node, Metrics initial) {
+    this.node = node;
     this.delegate = initial;
+  }
+
+  /**
+   * A meter that fails (a Micrometer on the classpath without a method Queen calls, or a registry that throws) turns
+   * the node's metrics off, said once: a push or an acknowledgement that already committed must not throw for it,
+   * nor a consume loop stop.
+   */
+  private synchronized void off(Throwable e) {
+    if (delegate == Metrics.NOOP) {
+      return;
+    }
+    delegate = Metrics.NOOP;
+    LOG.error("{} - a Micrometer call failed ({}: {}); this node's metrics are off. Queen is tested with micrometer-core 1.14 to"
+        + " 1.17; check the version on the classpath", node, e.getClass().getName(), e.getMessage());
   }
 
   /** Sends the node's meters to {@code registry} (a Micrometer {@code MeterRegistry}) as well. */
@@ -41,77 +61,137 @@ public final class MetricsSwitch implements Metrics {
 
   @Override
   public void pushed(List<PushResult> results) {
-    delegate.pushed(results);
+    try {
+      delegate.pushed(results);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void delivered(String queue, String group, List<Message> messages) {
-    delegate.delivered(queue, group, messages);
+    try {
+      delegate.delivered(queue, group, messages);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void acked(String queue, String group, List<AckResult> results) {
-    delegate.acked(queue, group, results);
+    try {
+      delegate.acked(queue, group, results);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void handled(String queue, String group, long nanos, boolean ok) {
-    delegate.handled(queue, group, nanos, ok);
+    try {
+      delegate.handled(queue, group, nanos, ok);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void consumerOutcome(String queue, String group, String outcome, long n) {
-    delegate.consumerOutcome(queue, group, outcome, n);
+    try {
+      delegate.consumerOutcome(queue, group, outcome, n);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void consumerPop(String queue, String group, boolean empty) {
-    delegate.consumerPop(queue, group, empty);
+    try {
+      delegate.consumerPop(queue, group, empty);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void deadLettered(String queue, String group) {
-    delegate.deadLettered(queue, group);
+    try {
+      delegate.deadLettered(queue, group);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void markerStatement(boolean applied) {
-    delegate.markerStatement(applied);
+    try {
+      delegate.markerStatement(applied);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void pushesCombined(String queue, int calls) {
-    delegate.pushesCombined(queue, calls);
+    try {
+      delegate.pushesCombined(queue, calls);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {
-    delegate.groupLag(queue, group, lag, pendingAgeSeconds, alert);
+    try {
+      delegate.groupLag(queue, group, lag, pendingAgeSeconds, alert);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void pushReceipts(long removed, long stored, double oldestAgeSeconds) {
-    delegate.pushReceipts(removed, stored, oldestAgeSeconds);
+    try {
+      delegate.pushReceipts(removed, stored, oldestAgeSeconds);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void retentionRemoved(String queue, long n) {
-    delegate.retentionRemoved(queue, n);
+    try {
+      delegate.retentionRemoved(queue, n);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void retentionLost(String queue, String group, long n) {
-    delegate.retentionLost(queue, group, n);
+    try {
+      delegate.retentionLost(queue, group, n);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public void retentionState(String queue, double oldestAgeSeconds, String heldBy) {
-    delegate.retentionState(queue, oldestAgeSeconds, heldBy);
+    try {
+      delegate.retentionState(queue, oldestAgeSeconds, heldBy);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 
   @Override
   public synchronized void bindListener(BooleanSupplier connected) {
     listener = connected;
-    delegate.bindListener(connected);
+    try {
+      delegate.bindListener(connected);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
   }
 }

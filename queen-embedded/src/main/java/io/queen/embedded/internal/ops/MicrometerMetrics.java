@@ -3,6 +3,7 @@ package io.queen.embedded.internal.ops;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.binder.BaseUnits;
@@ -43,7 +44,8 @@ public final class MicrometerMetrics implements Metrics {
   }
 
   private Counter counter(String name, String queue, String group) {
-    Tags tags = group == null ? Tags.of("queue", queue) : Tags.of("queue", queue, "group", group);
+    // as an Iterable: counter(String, Tags) is new in micrometer 1.16 and would bind here, failing on older ones
+    Iterable<Tag> tags = group == null ? Tags.of("queue", queue) : Tags.of("queue", queue, "group", group);
     return registry.counter(name, tags);
   }
 
@@ -172,7 +174,7 @@ public final class MicrometerMetrics implements Metrics {
   private AtomicDouble gauge(String name, String queue, String group, String unit) {
     return gauges.computeIfAbsent(name + '\u0000' + queue + '\u0000' + group, k -> {
       AtomicDouble v = new AtomicDouble();
-      Tags tags = group == null ? Tags.of("queue", queue) : Tags.of("queue", queue, "group", group);
+      Iterable<Tag> tags = group == null ? Tags.of("queue", queue) : Tags.of("queue", queue, "group", group);
       Gauge.builder(name, v, AtomicDouble::get).tags(tags).baseUnit(unit).register(registry);
       return v;
     });
