@@ -52,6 +52,23 @@ class SinkStartChecksTest {
     }
   }
 
+  /** A database name that the server does not have: its own code, not the progress table's nor a network fault. */
+  @Test
+  void aDatabaseThatDoesNotExistIsNamedAsSuch(TestDatabase db) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
+          + db.port() + ", \"database\": \"no_such_db\", \"user\": \"" + db.user() + "\", \"password\": \"p-secret3\","
+          + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q7\", \"table\": \"public.keyed\", \"mode\": \"upsert\"}}");
+      await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(status(queen).phase()));
+      ConnectorStatus s = status(queen);
+      assertThat(s.errorCode()).isEqualTo("database_missing");
+      assertThat(s.error()).startsWith("the server has no database of the name in connection.database")
+          .contains("3D000").doesNotContain("p-secret3");
+      assertThat(queen.connectors().delete("checked")).isTrue();
+    }
+  }
+
   @Test
   void aSinkWithoutCreateOnTheDatabaseCannotMakeItsProgressTableAndSaysSo(TestDatabase db) throws Exception {
     String role = "sink_nocreate_" + Long.toHexString(System.nanoTime());

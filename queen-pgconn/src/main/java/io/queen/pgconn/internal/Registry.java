@@ -133,8 +133,18 @@ final class Registry implements Connectors, ConnectorPlugin {
     if (validated instanceof SinkSpec spec) {
       LOG.info("{} - connector '{}' stored ({} mode, queue '{}')", host.nodeId(), name, spec.mode(), spec.queue());
     } else {
+      SourceSpec spec = (SourceSpec) validated;
       LOG.info("{} - connector '{}' stored (source of {} table(s), slot {})", host.nodeId(), name,
-          ((SourceSpec) validated).tables().size(), ((SourceSpec) validated).slot());
+          spec.tables().size(), spec.slot());
+      // after the store: a change the running stream meets for a table it does not know makes it check the stored
+      // document, which must be the new one by then
+      String why = Source.publishAddedTables(spec, conn != null && conn.hasPassword()
+          ? document.get("connection").get("password").asText() : null, host.dataSource());
+      if (why != null) {
+        LOG.info("{} - connector '{}': its tables could not be added to publication {} at the put ({}); its owner adds"
+            + " them when it runs this document, and changes made before that are not streamed", host.nodeId(), name,
+            spec.publication(), why);
+      }
     }
   }
 

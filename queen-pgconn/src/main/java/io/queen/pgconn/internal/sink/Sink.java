@@ -166,8 +166,8 @@ public final class Sink {
       fail(e.code, e.getMessage());
       return;
     } catch (SQLException e) {
-      ErrorCode code = "28P01".equals(e.getSQLState()) || "28000".equals(e.getSQLState()) ? ErrorCode.LOGIN_FAILED
-          : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.PROGRESS_TABLE;
+      ErrorCode login = ErrorCode.ofLogin(e);
+      ErrorCode code = login != null ? login : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.PROGRESS_TABLE;
       fail(code, code.fix() + " (" + host.describe(e) + ")");
       return;
     }

@@ -83,12 +83,26 @@ public final class Source {
         () -> lastCommitMicros == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - lastCommitMicros) / 1e6));
   }
 
+  /**
+   * At a put of this source's document: adds its tables that the existing publication lacks, so a table added to a
+   * running source is streamed from the put on, not from when its owner runs the new document. Null when done (or
+   * nothing to do), else why not.
+   */
+  public static String publishAddedTables(SourceSpec spec, String password, javax.sql.DataSource queens) {
+    return SourceSetup.publishAddedTables(spec, password, queens);
+  }
+
   public long version() {
     return version;
   }
 
+  /** This node's id, for log lines. */
+  String node() {
+    return host.nodeId();
+  }
+
   /** Whether this document is still the stored one; true when Queen's database cannot tell now. */
-  private boolean storedNow() {
+  boolean storedNow() {
     try {
       return stored.getAsBoolean();
     } catch (RuntimeException e) {
@@ -310,7 +324,9 @@ public final class Source {
           }
           LOG.info("{} - source '{}': this node owns it now", host.nodeId(), spec.name());
         }
-        phase = "connecting";
+        if (lastCode == null) {
+          phase = "connecting"; // while an error is being retried the status keeps saying error, with its code
+        }
         try {
           own();
           if (!stopped && lease.held()) {
@@ -380,8 +396,8 @@ public final class Source {
 
   private void failed(Exception e) {
     // a failure that passes is a connection (or Queen's database) out of reach; any other is a refused statement
-    ErrorCode code = e instanceof SQLException se && ("28P01".equals(se.getSQLState()) || "28000".equals(se.getSQLState()))
-        ? ErrorCode.LOGIN_FAILED : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.SETUP_FAILED;
+    ErrorCode login = e instanceof SQLException se ? ErrorCode.ofLogin(se) : null;
+    ErrorCode code = login != null ? login : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.SETUP_FAILED;
     error(code, host.describe(e));
   }
 
@@ -559,6 +575,11 @@ public final class Source {
       LOG.warn("{} - source '{}': the lease was lost; streaming stopped", host.nodeId(), spec.name());
     }
     Stream.Failure f = s.failure();
+    if (f != null && f.kind() == Stream.Kind.DOCUMENT_CHANGED) {
+      LOG.info("{} - source '{}': a table this document does not stream has changes and a newer document is stored;"
+          + " the stream stops before them for the new document", host.nodeId(), spec.name());
+      return;
+    }
     if (f != null && f.kind() == Stream.Kind.POINTER_LOST && !resyncAsked()) {
       LOG.warn("{} - source '{}': the pointer moved under this node (another owner or a resync); streaming stops",
           host.nodeId(), spec.name());

@@ -259,6 +259,43 @@ final class SourceSetup {
   }
 
   /** The source tables the publication does not publish (whole-database publications publish all). */
+  /**
+   * At a put: adds the document's tables that its existing publication lacks, so that their changes from the put on
+   * are published. The owner adds them as well when it runs the new document, but a change made before that would
+   * not be in the publication and never reach the stream (the decoder reads the publication as it was at each
+   * change). Nothing is done for a publication the source does not manage or that does not exist yet (nothing
+   * streams from it). Returns null when done, or why not, for a log line: the owner's setup then reports the cause.
+   */
+  static String publishAddedTables(SourceSpec spec, String password, javax.sql.DataSource queens) {
+    if (!spec.managePublication()) {
+      return null;
+    }
+    SourceConnections conns;
+    try {
+      conns = SourceConnections.of(spec, password, queens);
+    } catch (SourceConnections.Unavailable u) {
+      return u.getMessage();
+    }
+    try (Connection c = conns.normal(new DecoderCodec())) {
+      try (PreparedStatement st = c.prepareStatement("select 1 from pg_publication where pubname = ?")) {
+        st.setString(1, spec.publication());
+        try (ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            return null;
+          }
+        }
+      }
+      for (SourceSpec.Table t : missing(c, spec)) {
+        try (Statement st = c.createStatement()) {
+          st.execute("alter publication " + quote(spec.publication()) + " add table " + t.sql());
+        }
+      }
+      return null;
+    } catch (SQLException e) {
+      return "PostgreSQL refused it (SQLSTATE " + e.getSQLState() + ")";
+    }
+  }
+
   private static List<SourceSpec.Table> missing(Connection c, SourceSpec spec) throws SQLException {
     List<SourceSpec.Table> out = new ArrayList<>();
     for (SourceSpec.Table t : spec.tables()) {

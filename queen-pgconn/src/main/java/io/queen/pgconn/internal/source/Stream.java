@@ -31,6 +31,8 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.postgresql.PGConnection;
 import org.postgresql.replication.LogSequenceNumber;
 import org.postgresql.replication.PGReplicationStream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The running stream of one owned source (cdc.md §2.2–2.4, rules R1–R6). Threading: the I/O thread owns the
@@ -47,14 +49,27 @@ import org.postgresql.replication.PGReplicationStream;
  * stream.
  */
 final class Stream {
+  private static final Logger LOG = LoggerFactory.getLogger(Stream.class);
   /** Why a stream ended. */
   record Failure(Kind kind, Throwable cause) {}
 
   enum Kind {
     /** The pointer moved under this owner (another owner, or a resync): stop, ownership is gone. */
     POINTER_LOST,
+    /**
+     * A change of a table this document does not name arrived, and a newer document is stored: the stream stops
+     * before it, so that the instance running the new document streams it (a table added by a put).
+     */
+    DOCUMENT_CHANGED,
     /** Anything else: a connection lost, Queen unavailable; the owner starts again. */
     BROKEN
+  }
+
+  /** Thrown by the committer for {@link Kind#DOCUMENT_CHANGED}. */
+  private static final class DocumentChanged extends RuntimeException {
+    DocumentChanged() {
+      super("a newer document is stored", null, false, false);
+    }
   }
 
   /** One change as decoded, with its relation at that point of the stream. */
@@ -121,6 +136,16 @@ final class Stream {
   private Thread pusher;
   /** Relations as the stream sent them, to the same with their types resolved and their row key flagged. */
   private final Map<PgMessage.Relation, PgMessage.Relation> keyed = new IdentityHashMap<>();
+  /**
+   * The document's tables by relation id, read at the start. The publication holds tables, not names: a table renamed
+   * while the source streams is logged under its new name, and a transaction of before a rename that a source put
+   * with the new name reads again under the old one. Either way the change is the table's, by its id.
+   */
+  private Map<Integer, SourceSpec.Table> byOid = Map.of();
+  /** Relation ids whose other name was logged (once each). */
+  private final Set<Integer> renamedSaid = new java.util.HashSet<>();
+  /** Relations of tables the document does not name, checked once each against the stored document. */
+  private final Set<PgMessage.Relation> otherTables = Collections.newSetFromMap(new IdentityHashMap<>());
 
   Stream(Source source, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
       Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion) {
@@ -152,6 +177,7 @@ final class Stream {
   /** Starts replication at the pointer (throws what START_REPLICATION refused), then the three threads. */
   void start(java.util.function.BiFunction<String, Runnable, Thread> threads) throws SQLException {
     walsenderPid = replication.unwrap(PGConnection.class).getBackendPID();
+    byOid = tableIds(normal, spec);
     stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
         .withSlotName("\"" + spec.slot() + "\"")
         .withStartPosition(LogSequenceNumber.valueOf(pointer.lsn()))
@@ -171,6 +197,24 @@ final class Stream {
     io.start();
     committer.start();
     pusher.start();
+  }
+
+  /** The document's tables by their relation ids, as named now (a table not found is left out). */
+  private static Map<Integer, SourceSpec.Table> tableIds(Connection c, SourceSpec spec) throws SQLException {
+    Map<Integer, SourceSpec.Table> ids = new java.util.HashMap<>();
+    try (PreparedStatement st = c.prepareStatement("select c.oid::int8 from pg_class c"
+        + " join pg_namespace n on n.oid = c.relnamespace where n.nspname = ? and c.relname = ?")) {
+      for (SourceSpec.Table t : spec.tables()) {
+        st.setString(1, t.schema());
+        st.setString(2, t.table());
+        try (ResultSet rs = st.executeQuery()) {
+          if (rs.next()) {
+            ids.put((int) rs.getLong(1), t); // a uint32 as the decoder reads it
+          }
+        }
+      }
+    }
+    return ids;
   }
 
   Failure failure() {
@@ -456,6 +500,10 @@ final class Stream {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    } catch (DocumentChanged e) {
+      if (!stopping) {
+        fail(Kind.DOCUMENT_CHANGED, null);
+      }
     } catch (SQLException | RuntimeException e) {
       if (!stopping) {
         fail(Kind.BROKEN, e);
@@ -504,7 +552,20 @@ final class Stream {
     PgMessage.Relation rel = raw;
     SourceSpec.Table table = spec.table(rel.schema(), rel.name());
     if (table == null) {
-      return; // published by a shared publication, not a source table
+      table = byOid.get(raw.oid());
+      if (table == null) {
+        // published by a shared publication, not a source table; or a table a newer document adds: its changes
+        // must not be passed over, so the stream stops here and the new document's instance streams them
+        if (otherTables.add(raw) && !source.storedNow()) {
+          throw new DocumentChanged();
+        }
+        return;
+      }
+      if (renamedSaid.add(raw.oid())) {
+        LOG.warn("{} - source '{}': table {} is logged as {}.{} (renamed); its changes go on to queue '{}'. Put the"
+            + " source with the table's new name: a restart under the old one stops with table_missing", source.node(),
+            spec.name(), table.qualifiedName(), rel.schema(), rel.name(), table.queue());
+      }
     }
     rel = keyed.get(raw);
     if (rel == null) {
@@ -527,7 +588,7 @@ final class Stream {
         PgMessage.Tuple full = readBack(rel, table, u.after());
         emit(out, table, rel, full, "c", null, full, piece, ordinal, codec.changeSecondId(epoch, lsn, ordinal));
       } else {
-        emit(out, table, rel, now, "u", u.before(), u.after(), piece, ordinal, codec.changeId(epoch, lsn, ordinal));
+        emit(out, table, rel, now, "u", u.before(), now, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
       }
     }
   }

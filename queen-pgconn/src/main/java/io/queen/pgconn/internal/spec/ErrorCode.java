@@ -11,6 +11,8 @@ public enum ErrorCode {
   CONNECT_FAILED("connect_failed", "cannot reach the target database: check connection.host, port, sslMode and that"
       + " PostgreSQL accepts connections from this node; retried at every re-read"),
   LOGIN_FAILED("login_failed", "the target database refused the login: check connection.user and password"),
+  DATABASE_MISSING("database_missing", "the server has no database of the name in connection.database: create it or"
+      + " fix the document; retried at every re-read"),
   TABLE_MISSING("table_missing", "the sink's table does not exist: create it (the sink never creates or alters it)"),
   NO_KEY("no_key", "modes upsert and cdc need a primary key or a unique index on the table: add one"),
   PRIVILEGES("privileges", "the sink's role lacks a privilege on the table: GRANT INSERT, UPDATE, DELETE (and"
@@ -88,6 +90,20 @@ public enum ErrorCode {
   /** The sentence that names the fix. */
   public String fix() {
     return fix;
+  }
+
+  /**
+   * The code of a connection refused for its login or its database, or null for any other failure: a wrong or
+   * missing password (28P01, 28000, and pgjdbc's 08004 when the server asked for a password and none was given), a
+   * database that does not exist (3D000).
+   */
+  public static ErrorCode ofLogin(java.sql.SQLException e) {
+    String state = e.getSQLState();
+    if ("28P01".equals(state) || "28000".equals(state)
+        || ("08004".equals(state) && e.getMessage() != null && e.getMessage().contains("password"))) {
+      return LOGIN_FAILED;
+    }
+    return "3D000".equals(state) ? DATABASE_MISSING : null;
   }
 
   /** The exception a connector's status and the API show for this code. */
