@@ -21,7 +21,8 @@ import java.util.Optional;
  * and reconfigures its workers to match, so a {@code put} on one node takes effect on all of them.
  *
  * <p>A document's {@code connection.password} is stored sealed (AES-256-GCM under the node's encryption
- * key); {@link #get} and {@link #list} never return it. Thread-safe.
+ * key); {@link #get} and {@link #list} never return it: a document put again must carry it again, or use
+ * {@link #setEnabled} to pause and resume. Thread-safe.
  */
 public interface Connectors {
   /**
@@ -40,6 +41,17 @@ public interface Connectors {
 
   /** The names of every stored connector, in name order. */
   List<String> list();
+
+  /**
+   * Turns the connector on or off (its document's {@code enabled}) and keeps everything else, the sealed password
+   * included: the way to pause and resume one. A {@link #put} replaces the whole document, and since {@link #get}
+   * never returns the password, a document read, changed and put again has none. Takes effect on every node within
+   * the re-read period; a disabled source keeps its slot and pointer and goes on from there when enabled again, a
+   * disabled sink keeps its consumer group's position.
+   *
+   * @return false when there is no such connector
+   */
+  boolean setEnabled(String name, boolean enabled);
 
   /** Deletes the connector; its workers stop on every node within the re-read period. False when absent. */
   boolean delete(String name);

@@ -3,6 +3,7 @@ package io.queen.pgconn;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.queen.ConnectorException;
 import io.queen.InvalidConnectorException;
 import io.queen.Queen;
@@ -100,6 +101,38 @@ class RegistryTest {
       org.awaitility.Awaitility.await().during(java.time.Duration.ofMillis(600)).atMost(java.time.Duration.ofSeconds(5))
           .until(() -> runner.connectors().status("on-then-off").orElseThrow().phase().equals("disabled"));
       assertThat(runner.connectors().status("off-at-once")).get().extracting(s -> s.phase()).isEqualTo("disabled");
+    }
+  }
+
+  /** Pausing and resuming without the whole document: the sealed password stays, as every other field. */
+  @Test
+  void setEnabledPausesAndResumesAndKeepsThePassword() throws Exception {
+    queen.connectors().put("remote", WITH_PASSWORD);
+    byte[] sealed = sealedPassword("remote");
+    JsonNode before = queen.connectors().get("remote").orElseThrow();
+    assertThat(queen.connectors().setEnabled("remote", false)).isTrue();
+    assertThat(queen.connectors().get("remote").orElseThrow().get("enabled").asBoolean()).isFalse();
+    assertThat(queen.connectors().setEnabled("remote", true)).isTrue();
+    JsonNode after = queen.connectors().get("remote").orElseThrow();
+    assertThat(after.get("enabled").asBoolean()).isTrue();
+    com.fasterxml.jackson.databind.node.ObjectNode a = after.deepCopy();
+    com.fasterxml.jackson.databind.node.ObjectNode b = before.deepCopy();
+    a.remove("enabled");
+    b.remove("enabled");
+    assertThat((JsonNode) a).as("everything but enabled kept").isEqualTo(b);
+    assertThat(sealedPassword("remote")).isEqualTo(sealed);
+    assertThat(queen.connectors().setEnabled("nobody", true)).isFalse();
+    assertThat(queen.connectors().list()).containsExactly("remote");
+  }
+
+  private byte[] sealedPassword(String name) throws Exception {
+    try (Connection c = ds.getConnection();
+        java.sql.PreparedStatement st = c.prepareStatement("select password_sealed from queen.connectors where name = ?")) {
+      st.setString(1, name);
+      try (ResultSet rs = st.executeQuery()) {
+        assertThat(rs.next()).isTrue();
+        return rs.getBytes(1);
+      }
     }
   }
 
@@ -211,6 +244,7 @@ class RegistryTest {
       "connection password type    | s | {\"kind\":\"sink\",\"connection\":{\"host\":\"h\",\"database\":\"d\",\"user\":\"u\",\"password\":97531864},\"sink\":{}} | connection.password | a string",
       "enabled wrong type          | s | {\"kind\":\"sink\",\"enabled\":\"yes\",\"sink\":{}} | enabled | true or false",
       "not JSON                    | s | {kind: | (document) | not valid JSON",
+      "a key twice                 | s | {\"kind\":\"sink\",\"sink\":{\"queue\":\"q\",\"table\":\"t\",\"mode\":\"upsert\",\"mode\":\"append\"}} | (document) | a key is given twice in one object (Duplicate field",
       "source: tables missing      | s | {\"kind\":\"source\",\"source\":{}} | source.tables | missing",
       "source: tables empty        | s | {\"kind\":\"source\",\"source\":{\"tables\":[]}} | source.tables | 1..100",
       "source: unknown field       | s | {\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.orders\",\"queue\":\"orders\"}],\"slot\":\"x\"}} | source.slot | unknown field",

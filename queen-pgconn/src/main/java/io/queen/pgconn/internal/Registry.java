@@ -89,11 +89,16 @@ final class Registry implements Connectors, ConnectorPlugin {
     Objects.requireNonNull(documentJson, "documentJson");
     JsonNode doc;
     try {
-      doc = mapper.readTree(documentJson);
+      // a key given twice is refused, not settled by the last one (a document edited by hand, a merge gone wrong)
+      doc = mapper.reader().with(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .readTree(documentJson);
     } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
       DocumentValidator.name(name);
-      throw new InvalidConnectorException("(document)", "the document is not valid JSON (line "
-          + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr() + ")");
+      String twice = e.getOriginalMessage() != null && e.getOriginalMessage().startsWith("Duplicate field")
+          ? "a key is given twice in one object (" + e.getOriginalMessage().replaceAll("[^A-Za-z0-9_ '-]", "") + ")"
+          : "the document is not valid JSON";
+      throw new InvalidConnectorException("(document)", twice + " (line " + e.getLocation().getLineNr() + ", column "
+          + e.getLocation().getColumnNr() + ")");
     }
     put(name, doc);
   }
@@ -242,6 +247,25 @@ final class Registry implements Connectors, ConnectorPlugin {
       }
       return out;
     });
+  }
+
+  @Override
+  public boolean setEnabled(String name, boolean enabled) {
+    Objects.requireNonNull(name, "name");
+    // a new version, so every node restarts or stops the connector as it would after a put
+    boolean found = sql("enable connector", c -> {
+      try (PreparedStatement st = c.prepareStatement("update " + table + " set document = jsonb_set(document,"
+          + " '{enabled}', to_jsonb(?::boolean)), version = nextval('" + versions + "'), updated_at = now()"
+          + " where name = ?")) {
+        st.setBoolean(1, enabled);
+        st.setString(2, name);
+        return st.executeUpdate() == 1;
+      }
+    });
+    if (found) {
+      LOG.info("{} - connector '{}' {}", host.nodeId(), name, enabled ? "enabled" : "disabled");
+    }
+    return found;
   }
 
   @Override

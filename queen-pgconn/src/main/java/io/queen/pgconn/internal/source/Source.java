@@ -333,6 +333,9 @@ public final class Source {
             Thread.sleep(retry); // an error or a broken stream: try again after a pause, still the owner
           }
         } catch (SQLException | RuntimeException e) {
+          if (stopped) {
+            break; // closing: the connections it used are being closed under it, which is no error of the source
+          }
           failed(e);
           Thread.sleep(retry);
         }
