@@ -7,6 +7,7 @@ import io.queen.DatabaseLoginException;
 import io.queen.Queen;
 import io.queen.QueenDatabaseException;
 import io.queen.embedded.internal.QueenImpl;
+import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.net.ServerSocket;
@@ -41,11 +42,12 @@ class ConnectTest {
     try {
       long t0 = System.nanoTime();
       assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl() + (db.jdbcUrl().contains("?") ? "&" : "?")
-              + "password=" + secret, role, secret).connectTimeout(Duration.ofSeconds(1)).start())
+              + "password=" + secret, role, secret).connectTimeout(Duration.ofSeconds(20)).start())
           .isInstanceOf(DatabaseLoginException.class)
           .hasMessageContaining("refused the login of user '" + role + "'").hasMessageContaining("SQLState 28")
           .hasMessageNotContaining(secret)
           .satisfies(e -> assertThat(((DatabaseLoginException) e).sqlState()).startsWith("28"));
+      // at once, not after the pool's tries for the whole connectTimeout: a refused login never passes
       assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(10));
 
       PGSimpleDataSource app = new PGSimpleDataSource();
@@ -105,6 +107,20 @@ class ConnectTest {
         c.close();
       }
       q.close();
+    }
+  }
+
+  /** A DataSource without a pool works, and the start says what it costs (a login per call). */
+  @Test
+  void aDataSourceWithoutAPoolIsNamedAtTheStart(TestDatabase db) {
+    PGSimpleDataSource plain = new PGSimpleDataSource();
+    plain.setUrl(db.jdbcUrl());
+    plain.setUser(db.user());
+    plain.setPassword(db.password());
+    try (LogCapture logs = LogCapture.start();
+        Queen queen = EmbeddedQueen.builder().dataSource(plain).nodeId("plain-ds").start()) {
+      queen.queue("plain").partition("p").push(java.util.Map.of("i", 1));
+      assertThat(logs.linesWith("plain-ds", "PGSimpleDataSource", "opens a new connection for every call")).hasSize(1);
     }
   }
 }

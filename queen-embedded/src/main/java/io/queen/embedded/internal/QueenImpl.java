@@ -113,6 +113,11 @@ public final class QueenImpl implements Queen, ConsumerNode {
   /** How long {@link #close()} lets the statement that gives back this node's leases run. */
   static final long RELEASE_ON_CLOSE_TIMEOUT_MS = 2_000;
 
+  /** DataSources that open a connection per call; Queen warns at the start when given one. */
+  static final java.util.Set<String> UNPOOLED = java.util.Set.of("org.postgresql.ds.PGSimpleDataSource",
+      "org.postgresql.jdbc2.optional.SimpleDataSource", "org.springframework.jdbc.datasource.DriverManagerDataSource",
+      "org.springframework.jdbc.datasource.SimpleDriverDataSource");
+
   /** Validated config in; a started node out. */
   public static Queen start(QueenConfig config) {
     HikariDataSource own = null;
@@ -150,6 +155,11 @@ public final class QueenImpl implements Queen, ConsumerNode {
       }
       q.startConnectors();
       LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
+      if (config.dataSource() != null && UNPOOLED.contains(config.dataSource().getClass().getName())) {
+        LOG.warn("{} - the DataSource given is a {}, which opens a new connection for every call (Queen makes several"
+            + " per message, each then costs a login): hand Queen a pool such as HikariCP, or give jdbcUrl(...) and"
+            + " Queen runs its own", config.nodeId(), config.dataSource().getClass().getSimpleName());
+      }
       return q;
     } catch (RuntimeException e) {
       if (started != null) {
@@ -229,6 +239,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     hc.setInitializationFailTimeout(ms);
     hc.addDataSourceProperty("connectTimeout", seconds);
     hc.addDataSourceProperty("loginTimeout", seconds);
+    refuseABadLoginAtOnce(config, seconds);
     try {
       return new HikariDataSource(hc);
     } catch (RuntimeException e) { // HikariPool.PoolInitializationException
@@ -239,6 +250,30 @@ public final class QueenImpl implements Queen, ConsumerNode {
       java.sql.SQLException cause = e.getCause() instanceof java.sql.SQLException se ? se : null;
       throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " within connectTimeout "
           + config.connectTimeout(), cause != null ? cause.getSQLState() : null, true, cause != null ? cause : e);
+    }
+  }
+
+  /**
+   * One connection straight from the driver before the pool starts: a login the server refuses (SQLState class 28)
+   * is refused at once, where the pool would try again every second until connectTimeout (a login that fails never
+   * passes). Any other failure (a server still starting) is left to the pool's tries.
+   */
+  private static void refuseABadLoginAtOnce(QueenConfig config, int seconds) {
+    java.util.Properties props = new java.util.Properties();
+    if (config.user() != null) {
+      props.setProperty("user", config.user());
+    }
+    if (config.password() != null) {
+      props.setProperty("password", config.password());
+    }
+    props.setProperty("connectTimeout", Integer.toString(seconds));
+    props.setProperty("loginTimeout", Integer.toString(seconds));
+    try (java.sql.Connection c = new org.postgresql.Driver().connect(config.jdbcUrl(), props)) {
+      // reached and accepted: the pool opens its own
+    } catch (java.sql.SQLException e) {
+      if (e.getSQLState() != null && e.getSQLState().startsWith("28")) {
+        throw new DatabaseLoginException(config.user(), e.getSQLState(), e);
+      }
     }
   }
 
