@@ -401,6 +401,23 @@ class PushPopAckTest {
     assertThat(queen.queue(q).group("billing").batch(10).pop()).hasSize(2);
   }
 
+  /** A misspelt group's redriveAll said 0, read as "the dead-letter queue is empty"; list and count stay lenient. */
+  @Test
+  void redriveAllAndPurgeRefuseAGroupOrQueueThatDoesNotExist() {
+    queen.queue(q).partition("p").push(body(0));
+    queen.ack(queen.queue(q).group("billing").subscription(SubscriptionMode.ALL).batch(10).pop());
+    assertThatThrownBy(() -> queen.deadLetters(q).group("biling").redriveAll())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("redriveAll: group 'biling' has never consumed queue '" + q + "' (its groups: billing)");
+    assertThatThrownBy(() -> queen.deadLetters(q + "-typo").group("billing").purge())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("purge: queue '" + q + "-typo' does not exist");
+    assertThat(queen.deadLetters(q).group("biling").count()).isZero();
+    assertThat(queen.deadLetters(q).group("billing").redriveAll()).isZero();
+    assertThat(queen.deadLetters(q).group("billing").purge()).isZero();
+    assertThat(queen.deadLetters(q).defaultGroup().redriveAll()).isZero();
+  }
+
   @Test
   void autoAckMovesTheCursorOnDelivery() {
     queen.queue(q).partition("p").pushAll(List.of(body(0), body(1)));

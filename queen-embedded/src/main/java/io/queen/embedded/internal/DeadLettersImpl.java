@@ -132,6 +132,9 @@ public final class DeadLettersImpl implements DeadLetters {
     public int redriveAll() {
       queen.checkOpen();
       int n = Sql.inTransaction(queen.broker().dataSource(), "dead letters redrive", c -> redrive(c, "true", null));
+      if (n == 0) {
+        queen.broker().requireGroup(queue, group, "redriveAll"); // a misspelt name is not an empty dead-letter queue
+      }
       queen.wakeups().wake(queue);
       return n;
     }
@@ -187,7 +190,7 @@ public final class DeadLettersImpl implements DeadLetters {
     @Override
     public int purge() {
       queen.checkOpen();
-      return Sql.autoCommit(queen.broker().dataSource(), "dead letters purge", c -> {
+      int n = Sql.autoCommit(queen.broker().dataSource(), "dead letters purge", c -> {
         try (PreparedStatement st = c.prepareStatement("delete from " + s + ".dead_letters d using " + s + ".queues q"
             + " where q.id = d.queue_id and q.name = ? and d.group_name = ?")) {
           st.setString(1, queue);
@@ -195,6 +198,10 @@ public final class DeadLettersImpl implements DeadLetters {
           return st.executeUpdate();
         }
       });
+      if (n == 0) {
+        queen.broker().requireGroup(queue, group, "purge"); // a misspelt name is not an empty dead-letter queue
+      }
+      return n;
     }
   }
 }

@@ -1495,6 +1495,24 @@ public final class Broker {
    * which then holds back retention for its queue until someone deletes it. Names up to ten of the queue's groups.
    */
   private void requireGroup(Connection c, String queue, String group) throws SQLException {
+    requireGroup(c, queue, group, "seek", "nothing was moved", "; seek moves the cursors of a group that exists. A new"
+        + " group starts where subscription(...) or subscriptionFrom(...) says when it first consumes. Nothing was"
+        + " created or moved");
+  }
+
+  /**
+   * Refuses an action on the dead letters of a queue or group that does not exist, so that a misspelt name is not
+   * read as an empty dead-letter queue. The default group needs only its queue.
+   */
+  public void requireGroup(String queue, String group, String action) {
+    Sql.autoCommit(ds, action, c -> {
+      requireGroup(c, queue, group, action, "nothing was done", "; nothing was done");
+      return null;
+    });
+  }
+
+  private void requireGroup(Connection c, String queue, String group, String action, String noQueue, String tail)
+      throws SQLException {
     try (PreparedStatement st = c.prepareStatement("select q.id, exists (select 1 from " + schema
         + ".consumer_groups g where g.queue_id = q.id and g.name = ?), array(select g.name from " + schema
         + ".consumer_groups g where g.queue_id = q.id order by g.name limit 10) from " + schema
@@ -1503,14 +1521,13 @@ public final class Broker {
       st.setString(2, queue);
       try (ResultSet rs = st.executeQuery()) {
         if (!rs.next()) {
-          throw new IllegalArgumentException("seek: queue '" + queue + "' does not exist; nothing was moved");
+          throw new IllegalArgumentException(action + ": queue '" + queue + "' does not exist; " + noQueue);
         }
-        if (!rs.getBoolean(2)) {
+        boolean needsNoRow = !"seek".equals(action) && Queen.DEFAULT_GROUP.equals(group);
+        if (!rs.getBoolean(2) && !needsNoRow) {
           String[] known = (String[]) rs.getArray(3).getArray();
-          throw new IllegalArgumentException("seek: group '" + group + "' has never consumed queue '" + queue
-              + "' (its groups: " + (known.length == 0 ? "none" : String.join(", ", known))
-              + "); seek moves the cursors of a group that exists. A new group starts where subscription(...) or"
-              + " subscriptionFrom(...) says when it first consumes. Nothing was created or moved");
+          throw new IllegalArgumentException(action + ": group '" + group + "' has never consumed queue '" + queue
+              + "' (its groups: " + (known.length == 0 ? "none" : String.join(", ", known)) + ")" + tail);
         }
       }
     }
