@@ -10,7 +10,7 @@ import java.util.Objects;
  */
 public record Json(String text) {
   public Json {
-    Objects.requireNonNull(text, "text");
+    Objects.requireNonNull(text, "text must not be null");
   }
 
   public static Json of(String text) {

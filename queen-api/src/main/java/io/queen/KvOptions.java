@@ -88,7 +88,7 @@ public final class KvOptions {
   }
 
   static KvOptions ofTtl(Duration ttl) {
-    Objects.requireNonNull(ttl, "ttl");
+    Objects.requireNonNull(ttl, "ttl must not be null");
     return new KvOptions(ttl, false, null, null, false);
   }
 }

@@ -56,20 +56,20 @@ public final class Message {
       ObjectMapper mapper, String payloadType, int payloadVersion, PayloadTypes types) {
     this.payloadType = payloadType;
     this.payloadVersion = payloadType == null ? 0 : payloadVersion;
-    this.types = Objects.requireNonNull(types, "types");
-    this.queue = Objects.requireNonNull(queue, "queue");
-    this.partition = Objects.requireNonNull(partition, "partition");
+    this.types = Objects.requireNonNull(types, "types must not be null");
+    this.queue = Objects.requireNonNull(queue, "queue must not be null");
+    this.partition = Objects.requireNonNull(partition, "partition must not be null");
     this.partitionId = partitionId;
     this.offset = offset;
-    this.id = Objects.requireNonNull(id, "id");
+    this.id = Objects.requireNonNull(id, "id must not be null");
     this.transactionId = transactionId;
     this.traceId = traceId;
-    this.payload = Objects.requireNonNull(payload, "payload");
-    this.createdAt = Objects.requireNonNull(createdAt, "createdAt");
-    this.consumerGroup = Objects.requireNonNull(consumerGroup, "consumerGroup");
+    this.payload = Objects.requireNonNull(payload, "payload must not be null");
+    this.createdAt = Objects.requireNonNull(createdAt, "createdAt must not be null");
+    this.consumerGroup = Objects.requireNonNull(consumerGroup, "consumerGroup must not be null");
     this.leaseId = leaseId;
     this.attempt = attempt;
-    this.mapper = Objects.requireNonNull(mapper, "mapper");
+    this.mapper = Objects.requireNonNull(mapper, "mapper must not be null");
   }
 
   public String queue() {
@@ -147,7 +147,7 @@ public final class Message {
    *     (e.g. {@code amountCents}), never the value; without a cause, since Jackson's message quotes it
    */
   public <T> T payload(Class<T> type) {
-    Objects.requireNonNull(type, "type");
+    Objects.requireNonNull(type, "type must not be null");
     JsonNode json = payload;
     if (payloadType != null) {
       PayloadTypes.Type target = types.typeOf(type);
@@ -207,7 +207,7 @@ public final class Message {
    * partition's lease (one consumer of the group at a time); see the README.
    */
   public String stateKey(String name) {
-    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(name, "name must not be null");
     return "@p/" + queue + "/" + partition + "/" + consumerGroup + "/" + name;
   }
 

@@ -43,7 +43,7 @@ public final class Names {
 
   /** Checks a partition name: 1 to 128 UTF-8 bytes, no NUL character. Returns it. */
   public static String partition(String name) {
-    Objects.requireNonNull(name, "partition");
+    Objects.requireNonNull(name, "partition must not be null");
     int bytes = name.getBytes(StandardCharsets.UTF_8).length;
     if (bytes == 0 || bytes > MAX_PARTITION_BYTES) {
       throw new IllegalArgumentException("partition name must be 1.." + MAX_PARTITION_BYTES
@@ -57,7 +57,7 @@ public final class Names {
 
   /** Checks a KV namespace against {@link #NAMESPACE_RULE}; returns it. */
   public static String namespace(String ns) {
-    Objects.requireNonNull(ns, "namespace");
+    Objects.requireNonNull(ns, "namespace must not be null");
     if (!NAMESPACE.matcher(ns).matches()) {
       throw new IllegalArgumentException("namespace '" + shorten(ns) + "' is invalid: allowed is " + NAMESPACE_RULE);
     }
@@ -66,7 +66,7 @@ public final class Names {
 
   /** Checks a KV key: 1 to 512 UTF-8 bytes, no NUL character. Returns it. */
   public static String key(String key) {
-    Objects.requireNonNull(key, "key");
+    Objects.requireNonNull(key, "key must not be null");
     int bytes = key.getBytes(StandardCharsets.UTF_8).length;
     if (bytes == 0 || bytes > MAX_KEY_BYTES) {
       throw new IllegalArgumentException("key must be 1.." + MAX_KEY_BYTES + " UTF-8 bytes, was " + bytes + " bytes");

@@ -25,9 +25,9 @@ public final class NodeIdInUseException extends QueenException {
    * @param waited how long this node waited for the holder's heartbeat to go stale
    */
   public NodeIdInUseException(String nodeId, Duration heartbeatAge, Duration waited) {
-    super("node id '" + Objects.requireNonNull(nodeId, "nodeId") + "' is in use by a live node (its heartbeat is "
-        + Objects.requireNonNull(heartbeatAge, "heartbeatAge").toMillis() + " ms old; waited "
-        + Objects.requireNonNull(waited, "waited").toMillis() + " ms for it to go stale): give each instance its own"
+    super("node id '" + Objects.requireNonNull(nodeId, "nodeId must not be null") + "' is in use by a live node (its heartbeat is "
+        + Objects.requireNonNull(heartbeatAge, "heartbeatAge must not be null").toMillis() + " ms old; waited "
+        + Objects.requireNonNull(waited, "waited must not be null").toMillis() + " ms for it to go stale): give each instance its own"
         + " nodeId, or close the other one first");
     this.nodeId = nodeId;
     this.heartbeatAge = heartbeatAge;

@@ -20,7 +20,7 @@ public final class PayloadTypes {
   /** A type name and the schema version of one class. */
   public record Type(String name, int version) {
     public Type {
-      Objects.requireNonNull(name, "name");
+      Objects.requireNonNull(name, "name must not be null");
       if (!NAME.matcher(name).matches()) {
         throw new IllegalArgumentException("payload type name '" + name + "' is invalid: allowed is " + NAME.pattern());
       }
@@ -124,7 +124,7 @@ public final class PayloadTypes {
      * @throws IllegalArgumentException for an invalid name or version, or a class registered twice differently
      */
     public Builder register(Class<?> type, String name, int version) {
-      Objects.requireNonNull(type, "type");
+      Objects.requireNonNull(type, "type must not be null");
       Type t = new Type(name, version);
       Type before = registered.putIfAbsent(type, t);
       if (before != null && !before.equals(t)) {
@@ -140,7 +140,7 @@ public final class PayloadTypes {
      * @throws IllegalArgumentException for an invalid name or version, or a second upcaster for the same step
      */
     public Builder upcaster(String name, int fromVersion, PayloadUpcaster upcaster) {
-      Objects.requireNonNull(upcaster, "upcaster");
+      Objects.requireNonNull(upcaster, "upcaster must not be null");
       new Type(name, fromVersion);
       if (upcasters.putIfAbsent(name + '\u0000' + fromVersion, upcaster) != null) {
         throw new IllegalArgumentException("payload type '" + name + "' has two upcasters from version " + fromVersion);

@@ -24,7 +24,7 @@ public record PushItem(String queue, String partition, Object payload, String tr
     if (queue != null) {
       Names.queue(queue);
     }
-    Names.partition(Objects.requireNonNull(partition, "partition"));
+    Names.partition(Objects.requireNonNull(partition, "partition must not be null"));
     Objects.requireNonNull(payload, "payload (use a JSON null node to push null)");
     if (transactionId != null && (transactionId.isEmpty() || transactionId.length() > 256)) {
       throw new IllegalArgumentException("transactionId must be 1..256 characters, was " + transactionId.length());
@@ -54,7 +54,7 @@ public record PushItem(String queue, String partition, Object payload, String tr
 
   /** A message for the given queue and partition (for batches that span queues). */
   public static PushItem to(String queue, String partition, Object payload) {
-    return new PushItem(Objects.requireNonNull(queue, "queue"), partition, payload, null, null);
+    return new PushItem(Objects.requireNonNull(queue, "queue must not be null"), partition, payload, null, null);
   }
 
   public PushItem transactionId(String id) {

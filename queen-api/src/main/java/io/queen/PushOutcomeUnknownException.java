@@ -30,7 +30,7 @@ public final class PushOutcomeUnknownException extends QueenDatabaseException {
   private final transient List<PushItem> items;
 
   public PushOutcomeUnknownException(QueenDatabaseException last, List<PushItem> items) {
-    super(Objects.requireNonNull(last, "last").operation(), last.sqlState(), true, last.getCause(),
+    super(Objects.requireNonNull(last, "last must not be null").operation(), last.sqlState(), true, last.getCause(),
         "; the outcome of the " + items.size() + " item(s) is unknown: push items() again to store them exactly once");
     this.items = List.copyOf(items);
   }

@@ -170,7 +170,7 @@ public final class EmbeddedQueen {
 
     /** How often this node re-reads the connector documents (100 ms .. 10 min; default 5 s). */
     public Builder connectorRefresh(Duration period) {
-      this.connectorRefresh = Objects.requireNonNull(period, "connectorRefresh");
+      this.connectorRefresh = Objects.requireNonNull(period, "connectorRefresh must not be null");
       return this;
     }
 
@@ -189,19 +189,19 @@ public final class EmbeddedQueen {
      * node takes the source over once it has run out. Give every node the same value.
      */
     public Builder sourceLeaseTtl(Duration ttl) {
-      this.sourceLeaseTtl = Objects.requireNonNull(ttl, "sourceLeaseTtl");
+      this.sourceLeaseTtl = Objects.requireNonNull(ttl, "sourceLeaseTtl must not be null");
       return this;
     }
 
     /** The application's DataSource. Queen borrows connections and never closes it. */
     public Builder dataSource(DataSource dataSource) {
-      this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+      this.dataSource = Objects.requireNonNull(dataSource, "dataSource must not be null");
       return this;
     }
 
     /** Instead of a DataSource: Queen opens (and on close, closes) its own HikariCP pool. */
     public Builder jdbcUrl(String url, String user, String password) {
-      this.jdbcUrl = Objects.requireNonNull(url, "url");
+      this.jdbcUrl = Objects.requireNonNull(url, "url must not be null");
       this.user = user;
       this.password = password;
       return this;
@@ -216,7 +216,7 @@ public final class EmbeddedQueen {
 
     /** The schema that holds Queen's tables (lower-case identifier; default {@value #DEFAULT_SCHEMA}). */
     public Builder schema(String schema) {
-      this.schema = Objects.requireNonNull(schema, "schema");
+      this.schema = Objects.requireNonNull(schema, "schema must not be null");
       return this;
     }
 
@@ -235,7 +235,7 @@ public final class EmbeddedQueen {
      * frees the id at once.
      */
     public Builder nodeId(String nodeId) {
-      this.nodeId = Objects.requireNonNull(nodeId, "nodeId");
+      this.nodeId = Objects.requireNonNull(nodeId, "nodeId must not be null");
       return this;
     }
 
@@ -247,25 +247,25 @@ public final class EmbeddedQueen {
      * them, so what is written can be read back.
      */
     public Builder objectMapper(ObjectMapper mapper) {
-      this.objectMapper = Objects.requireNonNull(mapper, "objectMapper");
+      this.objectMapper = Objects.requireNonNull(mapper, "objectMapper must not be null");
       return this;
     }
 
     /** Factory for consumer worker threads (named by Queen; made daemon unless the factory decides). */
     public Builder threadFactory(ThreadFactory factory) {
-      this.threadFactory = Objects.requireNonNull(factory, "threadFactory");
+      this.threadFactory = Objects.requireNonNull(factory, "threadFactory must not be null");
       return this;
     }
 
     /** Bound on how long a waiting pop sleeps between polls (10 ms .. 60 s; default 500 ms). */
     public Builder pollInterval(Duration interval) {
-      this.pollInterval = Objects.requireNonNull(interval, "pollInterval");
+      this.pollInterval = Objects.requireNonNull(interval, "pollInterval must not be null");
       return this;
     }
 
     /** Grace period of {@link Queen#close()} for running handlers (0 .. 10 min; default 10 s). */
     public Builder closeGracePeriod(Duration grace) {
-      this.closeGrace = Objects.requireNonNull(grace, "closeGracePeriod");
+      this.closeGrace = Objects.requireNonNull(grace, "closeGracePeriod must not be null");
       return this;
     }
 
@@ -297,7 +297,7 @@ public final class EmbeddedQueen {
      * lag and pending-age gauges; tags queue and group.
      */
     public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
-      this.meterRegistry = Objects.requireNonNull(registry, "meterRegistry");
+      this.meterRegistry = Objects.requireNonNull(registry, "meterRegistry must not be null");
       return this;
     }
 
@@ -328,7 +328,7 @@ public final class EmbeddedQueen {
      * {@link io.queen.Queen#push}.
      */
     public Builder connectTimeout(Duration timeout) {
-      this.connectTimeout = Objects.requireNonNull(timeout, "connectTimeout");
+      this.connectTimeout = Objects.requireNonNull(timeout, "connectTimeout must not be null");
       return this;
     }
 
@@ -344,7 +344,7 @@ public final class EmbeddedQueen {
      * are then taken over, and its acks of them report {@code LEASE_LOST}).
      */
     public Builder sessionTimeout(Duration timeout) {
-      this.sessionTimeout = Objects.requireNonNull(timeout, "sessionTimeout");
+      this.sessionTimeout = Objects.requireNonNull(timeout, "sessionTimeout must not be null");
       return this;
     }
 
@@ -361,7 +361,7 @@ public final class EmbeddedQueen {
      * the same.
      */
     public Builder pushReceiptRetention(Duration retention) {
-      this.pushReceiptRetention = Objects.requireNonNull(retention, "pushReceiptRetention");
+      this.pushReceiptRetention = Objects.requireNonNull(retention, "pushReceiptRetention must not be null");
       return this;
     }
 

@@ -19,7 +19,7 @@ public final class QueenMeterBinder implements MeterBinder {
 
   /** A binder for {@code queen}, a node started by {@link EmbeddedQueen}. */
   public QueenMeterBinder(Queen queen) {
-    Objects.requireNonNull(queen, "queen");
+    Objects.requireNonNull(queen, "queen must not be null");
     if (!(queen instanceof QueenImpl q)) {
       throw new IllegalArgumentException("queen must be a node started by EmbeddedQueen, was "
           + queen.getClass().getName());
@@ -29,7 +29,7 @@ public final class QueenMeterBinder implements MeterBinder {
 
   @Override
   public void bindTo(MeterRegistry registry) {
-    Objects.requireNonNull(registry, "registry");
+    Objects.requireNonNull(registry, "registry must not be null");
     queen.metrics().bind(registry);
   }
 }

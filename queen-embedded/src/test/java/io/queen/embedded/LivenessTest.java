@@ -300,7 +300,7 @@ class LivenessTest {
     assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).sessionTimeout(Duration.ofMinutes(11)).start())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("sessionTimeout");
     assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).sessionTimeout(null))
-        .isInstanceOf(NullPointerException.class).hasMessage("sessionTimeout");
+        .isInstanceOf(NullPointerException.class).hasMessage("sessionTimeout must not be null");
   }
 
   @Test

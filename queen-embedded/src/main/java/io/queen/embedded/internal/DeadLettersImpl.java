@@ -118,7 +118,7 @@ public final class DeadLettersImpl implements DeadLetters {
     @Override
     public boolean redrive(DeadLetter d) {
       queen.checkOpen();
-      Objects.requireNonNull(d, "deadLetter");
+      Objects.requireNonNull(d, "deadLetter must not be null");
       if (!d.queue().equals(queue) || !d.group().equals(group)) {
         throw new IllegalArgumentException("dead letter " + d.id() + " belongs to queue '" + d.queue() + "' group '"
             + d.group() + "', not '" + queue + "'/'" + group + "'");

@@ -427,7 +427,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public AckResult ack(Message message, AckStatus status, String error) {
-    Objects.requireNonNull(message, "message");
+    Objects.requireNonNull(message, "message must not be null");
     return ack(List.of(message), status, error).get(0);
   }
 
@@ -438,8 +438,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public List<AckResult> ack(List<Message> messages, AckStatus status, String error) {
-    Objects.requireNonNull(messages, "messages");
-    Objects.requireNonNull(status, "status");
+    Objects.requireNonNull(messages, "messages must not be null");
+    Objects.requireNonNull(status, "status must not be null");
     checkOpen();
     if (messages.isEmpty()) {
       throw new IllegalArgumentException("ack: messages must not be empty");
@@ -453,7 +453,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public boolean renew(Message message) {
-    Objects.requireNonNull(message, "message");
+    Objects.requireNonNull(message, "message must not be null");
     checkOpen();
     if (message.leaseId() == null) {
       throw new IllegalArgumentException("message " + message.id() + " was delivered with autoAck: it has no lease to renew");

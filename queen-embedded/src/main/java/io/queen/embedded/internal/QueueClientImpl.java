@@ -31,7 +31,7 @@ public final class QueueClientImpl implements QueueClient {
 
   @Override
   public QueueConfig configure(UnaryOperator<QueueConfig.Builder> change) {
-    Objects.requireNonNull(change, "change");
+    Objects.requireNonNull(change, "change must not be null");
     queen.checkOpen();
     QueueConfig.Builder b = Objects.requireNonNull(change.apply(config().toBuilder()), "the builder returned by change");
     QueueConfig cfg = b.build();
@@ -73,7 +73,7 @@ public final class QueueClientImpl implements QueueClient {
 
   @Override
   public List<PushResult> push(List<PushItem> items) {
-    Objects.requireNonNull(items, "items");
+    Objects.requireNonNull(items, "items must not be null");
     queen.checkOpen();
     List<PushItem> own = new ArrayList<>(items.size());
     for (int i = 0; i < items.size(); i++) {
@@ -128,13 +128,13 @@ public final class QueueClientImpl implements QueueClient {
 
     @Override
     public PushResult push(PushItem item) {
-      Objects.requireNonNull(item, "item");
+      Objects.requireNonNull(item, "item must not be null");
       return queue.push(List.of(new PushItem(null, partition, item.payload(), item.transactionId(), item.traceId()))).get(0);
     }
 
     @Override
     public List<PushResult> pushAll(List<?> payloads) {
-      Objects.requireNonNull(payloads, "payloads");
+      Objects.requireNonNull(payloads, "payloads must not be null");
       List<PushItem> items = new ArrayList<>(payloads.size());
       for (Object p : payloads) {
         items.add(p instanceof PushItem it ? new PushItem(null, partition, it.payload(), it.transactionId(), it.traceId())

@@ -22,10 +22,10 @@ import java.util.Objects;
 public record ConsumeSpec(String queue, String group, SubscriptionMode mode, Instant from, int batch, int workers,
     Duration leaseTime, String threadRole, boolean expiryCounts) {
   public ConsumeSpec {
-    Objects.requireNonNull(queue, "queue");
-    Objects.requireNonNull(group, "group");
-    Objects.requireNonNull(mode, "mode");
-    Objects.requireNonNull(threadRole, "threadRole");
+    Objects.requireNonNull(queue, "queue must not be null");
+    Objects.requireNonNull(group, "group must not be null");
+    Objects.requireNonNull(mode, "mode must not be null");
+    Objects.requireNonNull(threadRole, "threadRole must not be null");
   }
 
   /** An expired lease counts as an attempt, as for any consumer. */

@@ -86,7 +86,7 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   @Override
   public void put(String name, String documentJson) {
-    Objects.requireNonNull(documentJson, "documentJson");
+    Objects.requireNonNull(documentJson, "documentJson must not be null");
     JsonNode doc;
     try {
       // a key given twice is refused, not settled by the last one (a document edited by hand, a merge gone wrong)
@@ -105,7 +105,7 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   @Override
   public void put(String name, JsonNode document) {
-    Objects.requireNonNull(document, "document");
+    Objects.requireNonNull(document, "document must not be null");
     Object validated = DocumentValidator.validate(name, document);
     SinkSpec.Connection conn = validated instanceof SinkSpec sk ? sk.connection() : ((SourceSpec) validated).connection();
     String kind = validated instanceof SinkSpec ? "sink" : "source";
@@ -224,7 +224,7 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   @Override
   public Optional<JsonNode> get(String name) {
-    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(name, "name must not be null");
     return sql("get connector", c -> {
       try (PreparedStatement st = c.prepareStatement("select document::text from " + table + " where name = ?")) {
         st.setString(1, name);
@@ -251,7 +251,7 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   @Override
   public boolean setEnabled(String name, boolean enabled) {
-    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(name, "name must not be null");
     // a new version, so every node restarts or stops the connector as it would after a put
     boolean found = sql("enable connector", c -> {
       try (PreparedStatement st = c.prepareStatement("update " + table + " set document = jsonb_set(document,"
@@ -270,7 +270,7 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   @Override
   public boolean delete(String name) {
-    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(name, "name must not be null");
     Row deleted = sql("delete connector", c -> {
       try (PreparedStatement st = c.prepareStatement("delete from " + table + " where name = ? returning document::text,"
           + " password_sealed, version")) {
@@ -307,7 +307,7 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   @Override
   public Optional<ConnectorStatus> status(String name) {
-    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(name, "name must not be null");
     Sink s = sinks.get(name);
     if (s != null) {
       return Optional.of(s.status());
@@ -330,7 +330,7 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   @Override
   public boolean resync(String name) {
-    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(name, "name must not be null");
     Optional<JsonNode> doc = get(name);
     if (doc.isEmpty()) {
       return false;

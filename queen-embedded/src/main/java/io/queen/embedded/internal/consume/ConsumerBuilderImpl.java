@@ -79,7 +79,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public ConsumerBuilder waitFor(Duration w) {
-    Objects.requireNonNull(w, "wait");
+    Objects.requireNonNull(w, "waitFor must not be null");
     if (w.isNegative() || w.compareTo(MAX_WAIT) > 0) {
       throw new IllegalArgumentException("waitFor must be between 0 and " + MAX_WAIT + ", was " + w);
     }
@@ -89,14 +89,14 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public ConsumerBuilder subscription(SubscriptionMode m) {
-    mode = Objects.requireNonNull(m, "mode");
+    mode = Objects.requireNonNull(m, "mode must not be null");
     from = null;
     return this;
   }
 
   @Override
   public ConsumerBuilder subscriptionFrom(Instant f) {
-    from = Objects.requireNonNull(f, "from");
+    from = Objects.requireNonNull(f, "from must not be null");
     mode = null;
     return this;
   }
@@ -109,7 +109,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public ConsumerBuilder leaseTime(Duration l) {
-    Objects.requireNonNull(l, "leaseTime");
+    Objects.requireNonNull(l, "leaseTime must not be null");
     if (l.compareTo(Duration.ofMillis(100)) < 0 || l.compareTo(Duration.ofDays(1)) > 0) {
       throw new IllegalArgumentException("leaseTime must be between PT0.1S and PT24H, was " + l);
     }
@@ -134,7 +134,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   /** The grace period's rule, for the builder and for {@code Subscription.close(Duration)}. */
   static Duration checkGrace(Duration g) {
-    Objects.requireNonNull(g, "gracePeriod");
+    Objects.requireNonNull(g, "gracePeriod must not be null");
     if (g.isNegative() || g.compareTo(Duration.ofMinutes(10)) > 0) {
       throw new IllegalArgumentException("gracePeriod must be between 0 and PT10M, was " + g);
     }
@@ -178,25 +178,25 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public Subscription consume(MessageHandler handler) {
-    Objects.requireNonNull(handler, "handler");
+    Objects.requireNonNull(handler, "handler must not be null");
     return start(handler, null, null, null);
   }
 
   @Override
   public Subscription consumeBatch(BatchHandler handler) {
-    Objects.requireNonNull(handler, "handler");
+    Objects.requireNonNull(handler, "handler must not be null");
     return start(null, handler, null, null);
   }
 
   @Override
   public Subscription consumeInTransaction(TransactionalHandler handler) {
-    Objects.requireNonNull(handler, "handler");
+    Objects.requireNonNull(handler, "handler must not be null");
     return start(null, null, handler, null);
   }
 
   @Override
   public Subscription consumeBatchInTransaction(TransactionalBatchHandler handler) {
-    Objects.requireNonNull(handler, "handler");
+    Objects.requireNonNull(handler, "handler must not be null");
     return start(null, null, null, handler);
   }
 
@@ -207,7 +207,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   /** As above; {@code expiryCounts} false: the group's expired leases are released without an attempt (V14). */
   public Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role, boolean expiryCounts) {
-    Objects.requireNonNull(handler, "handler");
+    Objects.requireNonNull(handler, "handler must not be null");
     this.ownedExpiryCounts = expiryCounts;
     return start(null, null, null, null, handler, role);
   }
@@ -245,7 +245,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public int seek(Instant time) {
-    Objects.requireNonNull(time, "time");
+    Objects.requireNonNull(time, "time must not be null");
     queen.checkOpen();
     return queen.broker().seek(queue, group, "TIME", time);
   }

@@ -31,9 +31,9 @@ public final class KvImpl implements Kv {
 
   /** @param guard runs first in every call; throws when the node is closed ({@link io.queen.BrokerClosedException}) */
   public KvImpl(DataSource ds, KvStore store, Runnable guard) {
-    this.ds = Objects.requireNonNull(ds, "ds");
-    this.store = Objects.requireNonNull(store, "store");
-    this.guard = Objects.requireNonNull(guard, "guard");
+    this.ds = Objects.requireNonNull(ds, "ds must not be null");
+    this.store = Objects.requireNonNull(store, "store must not be null");
+    this.guard = Objects.requireNonNull(guard, "guard must not be null");
   }
 
   @Override

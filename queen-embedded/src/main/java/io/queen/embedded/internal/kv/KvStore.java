@@ -73,12 +73,12 @@ public final class KvStore {
    * @param maxReadBytes the byte ceiling of one prefix page ({@code kvMaxReadBytes})
    */
   public KvStore(String schema, JsonCodec codec, long maxReadBytes) {
-    this.codec = Objects.requireNonNull(codec, "codec");
+    this.codec = Objects.requireNonNull(codec, "codec must not be null");
     if (maxReadBytes < 1) {
       throw new IllegalArgumentException("maxReadBytes must be above zero, was " + maxReadBytes);
     }
     this.maxReadBytes = maxReadBytes;
-    String s = Sql.quoteIdent(Objects.requireNonNull(schema, "schema"));
+    String s = Sql.quoteIdent(Objects.requireNonNull(schema, "schema must not be null"));
     String live = "(k.expires_at is null or k.expires_at > now())";
     this.getSql = "select k.value::text, k.version, k.expires_at from " + s + ".kv k"
         + " where k.namespace = ? and k.key = ?::text collate \"C\" and " + live;
@@ -500,7 +500,7 @@ public final class KvStore {
   /** Checks the keys of a {@code getMany} and copies them (at most {@value #MAX_MANY_KEYS}). */
   public static List<String> checkKeys(String namespace, Collection<String> keys) {
     Names.namespace(namespace);
-    Objects.requireNonNull(keys, "keys");
+    Objects.requireNonNull(keys, "keys must not be null");
     if (keys.size() > MAX_MANY_KEYS) {
       throw new IllegalArgumentException("getMany: at most " + MAX_MANY_KEYS + " keys, was " + keys.size());
     }

@@ -52,7 +52,7 @@ public final class KvSweeper implements Runnable {
 
   /** A node's sweeper: its log lines start with the node id, as the node's other lines do. */
   public KvSweeper(DataSource ds, String schema, String nodeId) {
-    this(ds, schema, DEFAULT_BATCH, DEFAULT_MAX_BATCHES, Objects.requireNonNull(nodeId, "nodeId"));
+    this(ds, schema, DEFAULT_BATCH, DEFAULT_MAX_BATCHES, Objects.requireNonNull(nodeId, "nodeId must not be null"));
   }
 
   /**
@@ -64,8 +64,8 @@ public final class KvSweeper implements Runnable {
   }
 
   private KvSweeper(DataSource ds, String schema, int batch, int maxBatches, String logName) {
-    this.ds = Objects.requireNonNull(ds, "ds");
-    this.schemaName = Objects.requireNonNull(schema, "schema");
+    this.ds = Objects.requireNonNull(ds, "ds must not be null");
+    this.schemaName = Objects.requireNonNull(schema, "schema must not be null");
     this.logName = logName;
     if (batch < 1 || batch > 10_000) {
       throw new IllegalArgumentException("batch must be 1..10000, was " + batch);

@@ -26,9 +26,9 @@ public record KvWrite(Op op, String namespace, String key, String valueJson, lon
   }
 
   public KvWrite {
-    Objects.requireNonNull(op, "op");
-    Objects.requireNonNull(namespace, "namespace");
-    Objects.requireNonNull(key, "key");
+    Objects.requireNonNull(op, "op must not be null");
+    Objects.requireNonNull(namespace, "namespace must not be null");
+    Objects.requireNonNull(key, "key must not be null");
   }
 
   /** Whether the write lives forever (never for delete, which has no expiry). */

@@ -108,8 +108,8 @@ public final class Broker {
   public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics,
       int maxPayloadBytes, Duration pushRetryWindow, io.queen.PayloadTypes types, PayloadCipher cipher) {
     this.ds = ds;
-    this.cipher = Objects.requireNonNull(cipher, "cipher");
-    this.types = Objects.requireNonNull(types, "types");
+    this.cipher = Objects.requireNonNull(cipher, "cipher must not be null");
+    this.types = Objects.requireNonNull(types, "types must not be null");
     this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
     this.metrics = metrics;
@@ -787,7 +787,7 @@ public final class Broker {
   }
 
   private Prepared prepare(List<PushItem> items, String defaultQueue, List<String> payloadJson) {
-    Objects.requireNonNull(items, "items");
+    Objects.requireNonNull(items, "items must not be null");
     if (items.isEmpty()) {
       throw new IllegalArgumentException("push: items must not be empty");
     }
@@ -1188,8 +1188,8 @@ public final class Broker {
      * PostgreSQL's text refuses, and which would fail the whole acknowledgement call) replaced by U+FFFD.
      */
     public AckRequest {
-      Objects.requireNonNull(message, "message");
-      Objects.requireNonNull(status, "status");
+      Objects.requireNonNull(message, "message must not be null");
+      Objects.requireNonNull(status, "status must not be null");
       if (error != null && error.length() > 8192) {
         error = error.substring(0, 8192);
       }

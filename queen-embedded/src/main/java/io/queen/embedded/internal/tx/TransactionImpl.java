@@ -66,10 +66,10 @@ public final class TransactionImpl implements Transaction {
    *     ({@link io.queen.BrokerClosedException})
    */
   public TransactionImpl(Broker broker, KvStore store, Consumer<Set<String>> afterCommit, Runnable guard) {
-    this.broker = Objects.requireNonNull(broker, "broker");
-    this.store = Objects.requireNonNull(store, "store");
-    this.afterCommit = Objects.requireNonNull(afterCommit, "afterCommit");
-    this.guard = Objects.requireNonNull(guard, "guard");
+    this.broker = Objects.requireNonNull(broker, "broker must not be null");
+    this.store = Objects.requireNonNull(store, "store must not be null");
+    this.afterCommit = Objects.requireNonNull(afterCommit, "afterCommit must not be null");
+    this.guard = Objects.requireNonNull(guard, "guard must not be null");
   }
 
   // --------------------------------------------------------------------------------------- building
@@ -109,7 +109,7 @@ public final class TransactionImpl implements Transaction {
   @Override
   public Transaction push(String queue, String partition, Object payload) {
     open();
-    Objects.requireNonNull(queue, "queue");
+    Objects.requireNonNull(queue, "queue must not be null");
     PushItem item = PushItem.to(queue, partition, payload);
     return add(new PushOp(item, broker.payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
   }
@@ -117,7 +117,7 @@ public final class TransactionImpl implements Transaction {
   @Override
   public Transaction push(PushItem item) {
     open();
-    Objects.requireNonNull(item, "item");
+    Objects.requireNonNull(item, "item must not be null");
     if (item.queue() == null) {
       throw new IllegalArgumentException("a pushed item in a transaction must name its queue: use PushItem.to(queue, partition, payload)");
     }
@@ -132,15 +132,15 @@ public final class TransactionImpl implements Transaction {
   @Override
   public Transaction ack(Message message, AckStatus status, String error) {
     open();
-    Objects.requireNonNull(message, "message");
-    Objects.requireNonNull(status, "status");
+    Objects.requireNonNull(message, "message must not be null");
+    Objects.requireNonNull(status, "status must not be null");
     return add(new AckOp(List.of(new Broker.AckRequest(message, status, error))));
   }
 
   @Override
   public Transaction ack(List<Message> messages) {
     open();
-    Objects.requireNonNull(messages, "messages");
+    Objects.requireNonNull(messages, "messages must not be null");
     List<Broker.AckRequest> acks = new ArrayList<>(messages.size());
     for (int i = 0; i < messages.size(); i++) {
       acks.add(new Broker.AckRequest(Objects.requireNonNull(messages.get(i), "messages[" + i + "]"),
@@ -266,7 +266,7 @@ public final class TransactionImpl implements Transaction {
   public CommitResult commit(Connection connection) {
     guard.run();
     open();
-    Objects.requireNonNull(connection, "connection");
+    Objects.requireNonNull(connection, "connection must not be null");
     try {
       if (connection.getAutoCommit()) {
         throw new IllegalStateException("commit(Connection) joins the caller's transaction, but the connection has"

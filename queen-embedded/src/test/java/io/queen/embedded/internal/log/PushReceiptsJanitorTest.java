@@ -112,7 +112,7 @@ class PushReceiptsJanitorTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessage("pushReceiptRetention must be between 10 min and 30 days, was 31 days");
     assertThatThrownBy(() -> EmbeddedQueen.builder().pushReceiptRetention(null))
-        .isInstanceOf(NullPointerException.class).hasMessage("pushReceiptRetention");
+        .isInstanceOf(NullPointerException.class).hasMessage("pushReceiptRetention must not be null");
   }
 
   @Test

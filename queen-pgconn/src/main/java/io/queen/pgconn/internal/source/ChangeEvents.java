@@ -39,7 +39,7 @@ final class ChangeEvents {
   private final TypeRegistry types;
 
   ChangeEvents(TypeRegistry types) {
-    this.types = Objects.requireNonNull(types, "types");
+    this.types = Objects.requireNonNull(types, "types must not be null");
   }
 
   /**
@@ -55,7 +55,7 @@ final class ChangeEvents {
    */
   ObjectNode event(char op, PgMessage.Relation rel, PgMessage.Tuple before, PgMessage.Tuple after, long lsn,
       Long xid, long tsMicros, int seq) {
-    Objects.requireNonNull(rel, "rel");
+    Objects.requireNonNull(rel, "rel must not be null");
     switch (op) {
       case 'r', 'c', 'u' -> {
         if (after == null) {

@@ -97,9 +97,9 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   /** One table of the source, in document order: where its rows go and how they are partitioned. */
   public record Table(String schema, String name, String queue, List<String> partitionBy, boolean single) {
     public Table {
-      Objects.requireNonNull(schema, "schema");
-      Objects.requireNonNull(name, "name");
-      Objects.requireNonNull(queue, "queue");
+      Objects.requireNonNull(schema, "schema must not be null");
+      Objects.requireNonNull(name, "name must not be null");
+      Objects.requireNonNull(queue, "queue must not be null");
       partitionBy = List.copyOf(partitionBy);
     }
 
@@ -263,16 +263,16 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
    */
   public ChunkedSnapshot(List<Table> tables, int chunkRows, Connector connector, SessionSettings settings,
       Events events, LongConsumer rowsCounter, Function<Runnable, Thread> threads) {
-    this.tables = List.copyOf(Objects.requireNonNull(tables, "tables"));
+    this.tables = List.copyOf(Objects.requireNonNull(tables, "tables must not be null"));
     if (chunkRows < 1) {
       throw new IllegalArgumentException("snapshotChunkRows must be at least 1, was " + chunkRows);
     }
     this.chunkRows = chunkRows;
-    this.connector = Objects.requireNonNull(connector, "connector");
-    this.settings = Objects.requireNonNull(settings, "settings");
-    this.events = Objects.requireNonNull(events, "events");
-    this.rowsCounter = Objects.requireNonNull(rowsCounter, "rowsCounter");
-    this.threads = Objects.requireNonNull(threads, "threads");
+    this.connector = Objects.requireNonNull(connector, "connector must not be null");
+    this.settings = Objects.requireNonNull(settings, "settings must not be null");
+    this.events = Objects.requireNonNull(events, "events must not be null");
+    this.rowsCounter = Objects.requireNonNull(rowsCounter, "rowsCounter must not be null");
+    this.threads = Objects.requireNonNull(threads, "threads must not be null");
     for (int i = 0; i < this.tables.size(); i++) {
       if (tableIndex.putIfAbsent(this.tables.get(i).qualifiedName(), i) != null) {
         throw new IllegalArgumentException("table listed twice: " + this.tables.get(i).qualifiedName());

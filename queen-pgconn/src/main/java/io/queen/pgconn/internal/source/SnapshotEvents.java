@@ -19,7 +19,7 @@ final class SnapshotEvents implements ChunkedSnapshot.Events {
   private final ChangeEvents events = new ChangeEvents(types);
 
   SnapshotEvents(String epoch) {
-    this.epoch = Objects.requireNonNull(epoch, "epoch");
+    this.epoch = Objects.requireNonNull(epoch, "epoch must not be null");
   }
 
   @Override

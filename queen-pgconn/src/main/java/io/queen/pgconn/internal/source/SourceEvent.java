@@ -10,9 +10,9 @@ import java.util.Objects;
  */
 public record SourceEvent(String queue, String partition, String transactionId, ObjectNode payload) {
   public SourceEvent {
-    Objects.requireNonNull(queue, "queue");
-    Objects.requireNonNull(partition, "partition");
-    Objects.requireNonNull(transactionId, "transactionId");
-    Objects.requireNonNull(payload, "payload");
+    Objects.requireNonNull(queue, "queue must not be null");
+    Objects.requireNonNull(partition, "partition must not be null");
+    Objects.requireNonNull(transactionId, "transactionId must not be null");
+    Objects.requireNonNull(payload, "payload must not be null");
   }
 }
