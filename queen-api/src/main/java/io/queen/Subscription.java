@@ -19,7 +19,12 @@ public interface Subscription extends AutoCloseable {
   /** True until {@link #close()} has started. */
   boolean isRunning();
 
-  /** Messages whose handler returned normally, since start. */
+  /**
+   * Handler runs that returned normally, since start, counted per message. A transactional batch whose bundle
+   * found some markers already there is run again message by message (so that only the new ones apply), and those
+   * messages are counted once per run: for batch handlers this can exceed the messages delivered. The outcomes are
+   * {@link #acked()}, {@link #alreadyDone()}, {@link #failed()}, {@link #deadLettered()} and {@link #leaseLost()}.
+   */
   long handled();
 
   /** Messages whose handler threw (or whose bundle lost a required write other than a marker), since start. */
