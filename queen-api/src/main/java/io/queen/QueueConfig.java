@@ -59,45 +59,51 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
   }
 
   public QueueConfig {
-    positive("leaseTime", leaseTime, Duration.ofMillis(100), Duration.ofDays(1));
+    // every problem at once, as the node's builder reports them: one call of configure(...) fixes them all
+    java.util.List<String> errors = new java.util.ArrayList<>();
+    positive(errors, "leaseTime", leaseTime, Duration.ofMillis(100), Duration.ofDays(1));
     if (retryLimit < 0 || retryLimit > 1000) {
-      throw new IllegalArgumentException("retryLimit must be 0..1000, was " + retryLimit);
+      errors.add("retryLimit must be 0..1000, was " + retryLimit);
     }
-    positive("retryDelay", retryDelay, Duration.ZERO, Duration.ofDays(7));
-    positive("delayedProcessing", delayedProcessing, Duration.ZERO, Duration.ofDays(7));
-    positive("windowBuffer", windowBuffer, Duration.ZERO, Duration.ofDays(1));
+    positive(errors, "retryDelay", retryDelay, Duration.ZERO, Duration.ofDays(7));
+    positive(errors, "delayedProcessing", delayedProcessing, Duration.ZERO, Duration.ofDays(7));
+    positive(errors, "windowBuffer", windowBuffer, Duration.ZERO, Duration.ofDays(1));
     if (maxSize < 0) {
-      throw new IllegalArgumentException("maxSize must be >= 0 (0 = unbounded), was " + maxSize);
+      errors.add("maxSize must be >= 0 (0 = unbounded), was " + maxSize);
     }
-    optional("retention", retention);
-    optional("completedRetention", completedRetention);
-    optional("pendingAlertAfter", pendingAlertAfter);
+    optional(errors, "retention", retention);
+    optional(errors, "completedRetention", completedRetention);
+    optional(errors, "pendingAlertAfter", pendingAlertAfter);
     boolean kept = !retention.isZero();
     if (kept && !completedRetention.isZero() && completedRetention.compareTo(retention) >= 0) {
-      throw new IllegalArgumentException("completedRetention must be shorter than retention (" + retention
-          + "), was " + completedRetention + ": messages older than retention go anyway once every group passed them");
+      errors.add("completedRetention must be shorter than retention (" + retention + "), was " + completedRetention
+          + ": messages older than retention go anyway once every group passed them");
     }
     if (allowDropPastCommitted && !kept) {
-      throw new IllegalArgumentException("allowDropPastCommitted needs retention (it lets retention remove what a"
-          + " group has not consumed); set retention or leave allowDropPastCommitted false");
+      errors.add("allowDropPastCommitted needs retention (it lets retention remove what a group has not consumed);"
+          + " set retention or leave allowDropPastCommitted false");
     }
     if (kept && !pendingAlertAfter.isZero() && pendingAlertAfter.compareTo(retention) >= 0) {
-      throw new IllegalArgumentException("pendingAlertAfter must be shorter than retention (" + retention + "), was "
-          + pendingAlertAfter + ": the alarm has to fire while a lagging group's messages are still kept");
+      errors.add("pendingAlertAfter must be shorter than retention (" + retention + "), was " + pendingAlertAfter
+          + ": the alarm has to fire while a lagging group's messages are still kept");
+    }
+    if (!errors.isEmpty()) {
+      throw new IllegalArgumentException(errors.size() == 1 ? errors.get(0)
+          : errors.size() + " invalid options: " + String.join("; ", errors));
     }
   }
 
-  private static void optional(String field, Duration d) {
-    Objects.requireNonNull(d, field);
+  private static void optional(java.util.List<String> errors, String field, Duration d) {
+    Objects.requireNonNull(d, field + " must not be null");
     if (!d.isZero() && (d.compareTo(Duration.ofSeconds(1)) < 0 || d.compareTo(MAX_RETENTION) > 0)) {
-      throw new IllegalArgumentException(field + " must be 0 (off) or between PT1S and " + MAX_RETENTION + ", was " + d);
+      errors.add(field + " must be 0 (off) or between PT1S and " + MAX_RETENTION + ", was " + d);
     }
   }
 
-  private static void positive(String field, Duration d, Duration min, Duration max) {
-    Objects.requireNonNull(d, field);
+  private static void positive(java.util.List<String> errors, String field, Duration d, Duration min, Duration max) {
+    Objects.requireNonNull(d, field + " must not be null");
     if (d.compareTo(min) < 0 || d.compareTo(max) > 0) {
-      throw new IllegalArgumentException(field + " must be between " + min + " and " + max + ", was " + d);
+      errors.add(field + " must be between " + min + " and " + max + ", was " + d);
     }
   }
 

@@ -231,6 +231,11 @@ class RetentionTest {
       assertThatThrownBy(() -> queen.queue("w").configure(c -> c.retention(Duration.ofMillis(10))))
           .isInstanceOf(IllegalArgumentException.class)
           .hasMessageContaining("retention must be 0 (off) or between PT1S and PT87600H, was PT0.01S");
+      // every problem of one call at once, as the node's builder reports them
+      assertThatThrownBy(() -> queen.queue("w").configure(c -> c.retryLimit(-1).leaseTime(Duration.ZERO)))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessage("2 invalid options: leaseTime must be between PT0.1S and PT24H, was PT0S;"
+              + " retryLimit must be 0..1000, was -1");
       assertThat(queen.queue("v").config().pendingAlertAfter()).isEqualTo(Duration.ofDays(1));
       assertThat(queen.queue("v").config().retention()).isEqualTo(Duration.ofDays(30));
       assertThat(queen.status().queue("w")).isNull();
