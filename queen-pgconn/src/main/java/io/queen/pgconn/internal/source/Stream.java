@@ -14,6 +14,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.sql.Types;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -379,7 +380,7 @@ final class Stream {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } catch (SQLException | RuntimeException e) {
+    } catch (SQLException | RuntimeException | Error e) { // an Error too: a thread that died unseen left "streaming"
       if (!stopping) {
         fail(Kind.BROKEN, e);
       }
@@ -504,7 +505,7 @@ final class Stream {
       if (!stopping) {
         fail(Kind.DOCUMENT_CHANGED, null);
       }
-    } catch (SQLException | RuntimeException e) {
+    } catch (SQLException | RuntimeException | Error e) {
       if (!stopping) {
         fail(Kind.BROKEN, e);
       }
@@ -585,7 +586,7 @@ final class Stream {
       String oldPartition = u.before() == null ? newPartition : codec.partition(rel, u.before(), table);
       if (!oldPartition.equals(newPartition)) {
         emit(out, table, rel, u.before(), "d", u.before(), null, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
-        PgMessage.Tuple full = readBack(rel, table, u.after());
+        PgMessage.Tuple full = readBack(rel, table, u.after(), piece.xid());
         emit(out, table, rel, full, "c", null, full, piece, ordinal, codec.changeSecondId(epoch, lsn, ordinal));
       } else {
         emit(out, table, rel, now, "u", u.before(), now, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
@@ -635,7 +636,7 @@ final class Stream {
    * A key change's new row with its unchanged TOASTed values read back from the table (they are not in the WAL).
    * The value read can be newer than the change; the next event corrects it (the seed says so).
    */
-  private PgMessage.Tuple readBack(PgMessage.Relation rel, SourceSpec.Table table, PgMessage.Tuple after)
+  private PgMessage.Tuple readBack(PgMessage.Relation rel, SourceSpec.Table table, PgMessage.Tuple after, long xid)
       throws SQLException {
     List<Integer> missing = new ArrayList<>();
     for (int i = 0; i < after.size(); i++) {
@@ -646,11 +647,13 @@ final class Stream {
     if (missing.isEmpty()) {
       return after;
     }
+    // a row not found once the change is visible was moved or deleted since: a later event of this key says so
+    awaitVisible(xid, table);
     StringBuilder sql = new StringBuilder("select ");
     for (int j = 0; j < missing.size(); j++) {
       sql.append(j == 0 ? "" : ", ").append(SourceSetup.printed(SourceSetup.quote(rel.columns().get(missing.get(j)).name())));
     }
-    sql.append(" from ").append(table.sql()).append(" where ");
+    sql.append(" from ").append(currentName(rel, table)).append(" where ");
     List<String> keys = new ArrayList<>();
     for (int i = 0; i < rel.columns().size(); i++) {
       if (rel.columns().get(i).key()) {
@@ -675,6 +678,90 @@ final class Stream {
       }
     }
     return new PgMessage.Tuple(kinds, texts);
+  }
+
+  /** How long a key change's read-back waits for its transaction to become visible before the stream stops. */
+  static final long VISIBLE_WAIT_MS = 30_000;
+
+  /**
+   * Waits until transaction {@code xid} (its 32 bits, as pgoutput sends them) is visible to a new snapshot. Its commit
+   * record is flushed, so decoded and sent, a moment before the transaction leaves the running set, and under
+   * synchronous replication only once a standby answers: a read-back in between does not see the moved row, and
+   * the unchanged TOASTed values it was to fill in would be missing for good. Past {@link #VISIBLE_WAIT_MS} the
+   * stream stops at the change (nothing after it is pushed) and tries it again.
+   */
+  private void awaitVisible(long xid, SourceSpec.Table table) throws SQLException {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(VISIBLE_WAIT_MS);
+    long pause = 1;
+    while (true) {
+      String snapshot;
+      try (Statement st = normal.createStatement(); ResultSet rs = st.executeQuery("select pg_current_snapshot()::text")) {
+        rs.next();
+        snapshot = rs.getString(1);
+      }
+      if (visible(snapshot, xid)) {
+        return;
+      }
+      if (stopping || System.nanoTime() - deadline > 0) {
+        throw new IllegalStateException("a key change of " + table.qualifiedName() + " (transaction " + xid + ") is"
+            + " committed but not visible after " + VISIBLE_WAIT_MS / 1000 + " s, so its moved row cannot be read"
+            + " back (a synchronous standby not answering?); the stream stops before it and tries again");
+      }
+      try {
+        Thread.sleep(pause);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("stopping");
+      }
+      pause = Math.min(100, pause * 2);
+    }
+  }
+
+  /**
+   * Whether the committed transaction {@code xid} (32 bits) is visible in {@code snapshot}
+   * ({@code pg_current_snapshot()} as text, {@code xmin:xmax:xip,...}): its full id is the one with those low bits
+   * nearest {@code xmax} (an assigned id is within 2^31 of it); visible when below {@code xmin}, or below
+   * {@code xmax} and not among the running ones. At or above {@code xmax} it is still running: the newest running
+   * transaction is not listed, {@code xmax} is one past the latest that completed.
+   */
+  static boolean visible(String snapshot, long xid) {
+    String[] parts = snapshot.split(":", -1);
+    long xmin = Long.parseLong(parts[0]);
+    long xmax = Long.parseLong(parts[1]);
+    long full = (xmax & ~0xFFFF_FFFFL) | (xid & 0xFFFF_FFFFL);
+    if (full > xmax + (1L << 31)) {
+      full -= 1L << 32;
+    } else if (full < xmax - (1L << 31)) {
+      full += 1L << 32;
+    }
+    if (full >= xmax) {
+      return false;
+    }
+    if (full < xmin) {
+      return true;
+    }
+    if (parts.length > 2 && !parts[2].isEmpty()) {
+      for (String running : parts[2].split(",")) {
+        if (Long.parseLong(running) == full) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  /**
+   * The table's name now, quoted, for a read-back: its relation id's, so a table renamed while the source streams
+   * (or a change from before a rename, read again under the new name) is read where it is.
+   */
+  private String currentName(PgMessage.Relation rel, SourceSpec.Table table) throws SQLException {
+    try (PreparedStatement st = normal.prepareStatement("select quote_ident(n.nspname) || '.' || quote_ident(c.relname)"
+        + " from pg_class c join pg_namespace n on n.oid = c.relnamespace where c.oid = ?::bigint::oid")) {
+      st.setLong(1, Integer.toUnsignedLong(rel.oid()));
+      try (ResultSet rs = st.executeQuery()) {
+        return rs.next() ? rs.getString(1) : table.sql();
+      }
+    }
   }
 
   private void marker(PgMessage.LogicalMessage m) throws InterruptedException {
@@ -742,7 +829,7 @@ final class Stream {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
       if (!stopping) {
         fail(Kind.BROKEN, e);
       }
