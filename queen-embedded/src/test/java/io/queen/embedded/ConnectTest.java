@@ -81,6 +81,23 @@ class ConnectTest {
     assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(5));
   }
 
+  /**
+   * A server that accepts the connection and never answers: the driver's connect and login timeouts must reach it.
+   * They were given to the pool as Integers, which pgjdbc ignores (it reads string properties), and the start hung
+   * with no limit.
+   */
+  @Test
+  void startAgainstAServerThatNeverAnswersFailsWithinTheConnectTimeout() throws Exception {
+    try (ServerSocket silent = new ServerSocket(0)) { // the kernel completes the handshake; nothing ever replies
+      String url = "jdbc:postgresql://127.0.0.1:" + silent.getLocalPort() + "/queen";
+      long t0 = System.nanoTime();
+      assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(url, "queen", "pw-not-shown")
+          .connectTimeout(Duration.ofSeconds(2)).start())
+          .isInstanceOf(QueenDatabaseException.class).hasMessageNotContaining("pw-not-shown");
+      assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(15));
+    }
+  }
+
   @Test
   void aCallThatGetsNoConnectionFailsAfterTheConnectTimeout(TestDatabase db) throws Exception {
     Queen q = EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), db.user(), db.password()).poolSize(2).schema("starved")

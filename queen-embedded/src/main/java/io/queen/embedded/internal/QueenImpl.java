@@ -236,10 +236,14 @@ public final class QueenImpl implements Queen, ConsumerNode {
     hc.setPoolName("queen-" + config.nodeId());
     hc.setConnectionTimeout(ms);
     hc.setValidationTimeout(Math.min(ms, 5_000));
-    hc.setInitializationFailTimeout(ms);
-    hc.addDataSourceProperty("connectTimeout", seconds);
-    hc.addDataSourceProperty("loginTimeout", seconds);
+    // as strings: pgjdbc reads only string properties, and an Integer here was ignored (a server that accepted
+    // the connection and never answered held the start with no limit)
+    hc.addDataSourceProperty("connectTimeout", String.valueOf(seconds));
+    hc.addDataSourceProperty("loginTimeout", String.valueOf(seconds));
+    long t0 = System.nanoTime();
     refuseABadLoginAtOnce(config, seconds);
+    // the pool's tries get what the probe left of connectTimeout, so a start never waits twice for one host
+    hc.setInitializationFailTimeout(Math.max(1, ms - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0)));
     try {
       return new HikariDataSource(hc);
     } catch (RuntimeException e) { // HikariPool.PoolInitializationException
