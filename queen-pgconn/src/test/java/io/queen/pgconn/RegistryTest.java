@@ -121,8 +121,22 @@ class RegistryTest {
     b.remove("enabled");
     assertThat((JsonNode) a).as("everything but enabled kept").isEqualTo(b);
     assertThat(sealedPassword("remote")).isEqualTo(sealed);
+    long version = version("remote");
+    assertThat(queen.connectors().setEnabled("remote", true)).as("already enabled: true, and no new version").isTrue();
+    assertThat(version("remote")).isEqualTo(version);
     assertThat(queen.connectors().setEnabled("nobody", true)).isFalse();
     assertThat(queen.connectors().list()).containsExactly("remote");
+  }
+
+  private long version(String name) throws Exception {
+    try (Connection c = ds.getConnection();
+        java.sql.PreparedStatement st = c.prepareStatement("select version from queen.connectors where name = ?")) {
+      st.setString(1, name);
+      try (ResultSet rs = st.executeQuery()) {
+        assertThat(rs.next()).isTrue();
+        return rs.getLong(1);
+      }
+    }
   }
 
   private byte[] sealedPassword(String name) throws Exception {

@@ -80,4 +80,38 @@ class SinkMetersTest {
           .isEqualTo("queen_pg_connector_owner");
     }
   }
+
+  /**
+   * A registry that refuses every meter: the core turns its metrics off (MetricsTest), and the sinks must still run.
+   * The connector meters were registered straight into it, so every re-read failed and no sink started (found in
+   * review).
+   */
+  @Test
+  void aRegistryThatRefusesEveryMeterDoesNotKeepASinkFromRunning(TestDatabase db) throws Exception {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    registry.config().meterFilter(new io.micrometer.core.instrument.config.MeterFilter() {
+      @Override
+      public Meter.Id map(Meter.Id id) {
+        throw new IllegalStateException("a registry that refuses every meter");
+      }
+    });
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table refused_meters (id bigint primary key, v int)");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).meterRegistry(registry)
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("rm", """
+          {"kind": "sink", "sink": {"queue": "rmq", "table": "public.refused_meters", "mode": "upsert"}}""");
+      queen.push(List.of(PushItem.to("rmq", "1", Map.of("id", 1, "v", 1))));
+      await().atMost(Duration.ofSeconds(30)).until(() -> {
+        try (Connection c = db.connection(); Statement st = c.createStatement();
+            java.sql.ResultSet rs = st.executeQuery("select count(*) from refused_meters")) {
+          rs.next();
+          return rs.getLong(1) == 1;
+        }
+      });
+      assertThat(queen.connectors().status("rm").orElseThrow().phase()).isEqualTo("running");
+      assertThat(queen.connectors().delete("rm")).isTrue(); // the class's database is shared by its tests
+    }
+  }
 }

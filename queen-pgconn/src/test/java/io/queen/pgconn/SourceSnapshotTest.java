@@ -271,6 +271,56 @@ class SourceSnapshotTest {
   }
 
   /**
+   * A table the document drops stays in a publication the source manages; put back, nothing changes in the source
+   * database, so the running stream learns of the new document only by asking. It asked once per relation, and
+   * passed the row written right after the put over for good (found in review).
+   */
+  @Test
+  void aTablePutBackWhileStillPublishedStreamsTheRowWrittenAfterThePut() throws Exception {
+    queen.close();
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).start(); // the default connectorRefresh
+    String both = """
+        {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.e_t", "queue": "e"},
+                                                                      {"table": "public.l_t", "queue": "l"}]}}""";
+    sql("CREATE TABLE e_t (id bigint PRIMARY KEY, v int)", "CREATE TABLE l_t (id bigint PRIMARY KEY, v int)");
+    try (LogCapture logs = LogCapture.start()) {
+      queen.connectors().put("bk", both);
+      await().atMost(Duration.ofSeconds(30)).until(() -> logs.linesWith("source 'bk' streaming from").size() == 1);
+      queen.connectors().put("bk", """
+          {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.e_t", "queue": "e"}]}}""");
+      await().atMost(Duration.ofSeconds(30)).until(() -> logs.linesWith("source 'bk' streaming from").size() == 2);
+      sql("INSERT INTO l_t VALUES (1, 1)", "INSERT INTO e_t VALUES (1, 1)"); // l_t not in the document: passed over
+      assertThat(read("e", 1)).extracting(Message::partition).containsExactly("1");
+      queen.connectors().put("bk", both);
+      sql("INSERT INTO l_t VALUES (2, 2)", "INSERT INTO e_t VALUES (2, 2)");
+      await().atMost(Duration.ofSeconds(30)).until(() -> logs.linesWith("source 'bk' streaming from").size() == 3);
+      sql("INSERT INTO l_t VALUES (3, 3)");
+      assertThat(read("l", 2)).extracting(Message::partition).containsExactly("2", "3");
+      assertThat(read("e", 1)).extracting(Message::partition).containsExactly("2");
+    }
+  }
+
+  /**
+   * The put adds a table to the publication only when the owner's checks pass: a table without a key, published,
+   * makes the application's own updates and deletes of it fail (found in review).
+   */
+  @Test
+  void aPutDoesNotPublishATableTheSetupRefuses() throws Exception {
+    sql("CREATE TABLE k_t (id bigint PRIMARY KEY, v int)", "CREATE TABLE nk_t (id bigint, v int)",
+        "INSERT INTO nk_t VALUES (1, 1)");
+    queen.connectors().put("nk", """
+        {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.k_t", "queue": "k"}]}}""");
+    await().atMost(Duration.ofSeconds(30)).until(() -> status("nk").phase().equals("streaming"));
+    queen.connectors().put("nk", """
+        {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.k_t", "queue": "k"},
+                                                                      {"table": "public.nk_t", "queue": "nk"}]}}""");
+    await().atMost(Duration.ofSeconds(30)).until(() -> "no_key".equals(status("nk").errorCode()));
+    assertThat(rows("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'queen_nk' AND tablename = 'nk_t'"))
+        .containsExactly("0");
+    sql("UPDATE nk_t SET v = 2 WHERE id = 1"); // the application's own update still works
+  }
+
+  /**
    * A table renamed while the source streams: the publication follows the table, and its changes were passed over in
    * silence (the document names the old name). They go on to the table's queue under the new name, with a WARN; a
    * restart under the old name stops with table_missing, and the document put with the new name goes on from there,

@@ -252,20 +252,27 @@ final class Registry implements Connectors, ConnectorPlugin {
   @Override
   public boolean setEnabled(String name, boolean enabled) {
     Objects.requireNonNull(name, "name must not be null");
-    // a new version, so every node restarts or stops the connector as it would after a put
-    boolean found = sql("enable connector", c -> {
-      try (PreparedStatement st = c.prepareStatement("update " + table + " set document = jsonb_set(document,"
-          + " '{enabled}', to_jsonb(?::boolean)), version = nextval('" + versions + "'), updated_at = now()"
-          + " where name = ?")) {
+    // a new version, so every node restarts or stops the connector as it would after a put; none when it is so
+    // already (a new version would restart a running connector for nothing)
+    boolean[] foundChanged = sql("enable connector", c -> {
+      try (PreparedStatement st = c.prepareStatement("with u as (update " + table + " set document = jsonb_set("
+          + "document, '{enabled}', to_jsonb(?::boolean)), version = nextval('" + versions + "'), updated_at = now()"
+          + " where name = ? and coalesce(document->'enabled', 'true'::jsonb) is distinct from to_jsonb(?::boolean)"
+          + " returning 1) select exists (select 1 from " + table + " where name = ?), exists (select 1 from u)")) {
         st.setBoolean(1, enabled);
         st.setString(2, name);
-        return st.executeUpdate() == 1;
+        st.setBoolean(3, enabled);
+        st.setString(4, name);
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          return new boolean[] {rs.getBoolean(1), rs.getBoolean(2)};
+        }
       }
     });
-    if (found) {
+    if (foundChanged[1]) {
       LOG.info("{} - connector '{}' {}", host.nodeId(), name, enabled ? "enabled" : "disabled");
     }
-    return found;
+    return foundChanged[0];
   }
 
   @Override
@@ -464,6 +471,8 @@ final class Registry implements Connectors, ConnectorPlugin {
       }
     } catch (RuntimeException e) {
       LOG.warn("{} - could not re-read the connector documents: {}", host.nodeId(), host.describe(e));
+    } catch (Error e) { // thrown out of a scheduled task, it would cancel every later re-read without a word
+      LOG.error("{} - the connector re-read failed ({}); trying again at the next one", host.nodeId(), e.toString());
     }
   }
 

@@ -72,6 +72,15 @@ public interface SinkMeters {
   };
 
   static SinkMeters of(Object registry) {
-    return registry == null ? NOOP : new MicrometerSinkMeters(registry);
+    if (registry == null) {
+      return NOOP;
+    }
+    try {
+      return new GuardedSinkMeters(new MicrometerSinkMeters(registry));
+    } catch (LinkageError e) { // a Micrometer without a method the meters call: no meters, the connectors run
+      org.slf4j.LoggerFactory.getLogger(GuardedSinkMeters.class).error("the connector meters are off: {}: {}",
+          e.getClass().getName(), e.getMessage());
+      return NOOP;
+    }
   }
 }

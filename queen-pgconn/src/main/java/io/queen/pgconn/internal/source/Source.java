@@ -101,6 +101,15 @@ public final class Source {
     return host.nodeId();
   }
 
+  /**
+   * Whether this document is still the stored one, asked by the stream before it passes over a change of a table
+   * the document does not name; throws when Queen's database cannot tell now (the stream then stops and tries again
+   * rather than pass over a change a newer document may stream).
+   */
+  boolean storedStrictly() {
+    return stored.getAsBoolean();
+  }
+
   /** Whether this document is still the stored one; true when Queen's database cannot tell now. */
   boolean storedNow() {
     try {

@@ -58,6 +58,15 @@ public interface SourceMeters {
   };
 
   static SourceMeters of(Object registry) {
-    return registry == null ? NOOP : new MicrometerSourceMeters(registry);
+    if (registry == null) {
+      return NOOP;
+    }
+    try {
+      return new GuardedSourceMeters(new MicrometerSourceMeters(registry));
+    } catch (LinkageError e) { // a Micrometer without a method the meters call: no meters, the connectors run
+      org.slf4j.LoggerFactory.getLogger(GuardedSourceMeters.class).error("the connector meters are off: {}: {}",
+          e.getClass().getName(), e.getMessage());
+      return NOOP;
+    }
   }
 }

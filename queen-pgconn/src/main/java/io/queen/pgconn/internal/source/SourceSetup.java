@@ -205,6 +205,10 @@ final class SourceSetup {
         for (SourceSpec.Table t : missing) {
           try (Statement st = c.createStatement()) {
             st.execute("alter publication " + quote(pub) + " add table " + t.sql());
+          } catch (SQLException e) {
+            if (!"42710".equals(e.getSQLState())) { // added meanwhile by a put
+              throw e;
+            }
           }
         }
       }
@@ -285,12 +289,27 @@ final class SourceSetup {
           }
         }
       }
+      // the owner's checks first: a table without a key the WAL carries, published, would make the application's
+      // updates and deletes of it fail; a partitioned one needs the publication's via-root setting, the owner's step
+      check(c, spec);
+      if (partitioned(c, spec) != null) {
+        return "a partitioned table is added by the owner's setup";
+      }
+      try (Statement st = c.createStatement()) {
+        st.execute("set lock_timeout = '5s'"); // a VACUUM or an index build on the table does not hold the put up
+      }
       for (SourceSpec.Table t : missing(c, spec)) {
         try (Statement st = c.createStatement()) {
           st.execute("alter publication " + quote(spec.publication()) + " add table " + t.sql());
+        } catch (SQLException e) {
+          if (!"42710".equals(e.getSQLState())) { // added meanwhile by the owner's setup
+            throw e;
+          }
         }
       }
       return null;
+    } catch (Failed f) {
+      return f.code.code() + ", which its owner reports";
     } catch (SQLException e) {
       return "PostgreSQL refused it (SQLSTATE " + e.getSQLState() + ")";
     }

@@ -145,8 +145,12 @@ final class Stream {
   private Map<Integer, SourceSpec.Table> byOid = Map.of();
   /** Relation ids whose other name was logged (once each). */
   private final Set<Integer> renamedSaid = new java.util.HashSet<>();
-  /** Relations of tables the document does not name, checked once each against the stored document. */
-  private final Set<PgMessage.Relation> otherTables = Collections.newSetFromMap(new IdentityHashMap<>());
+  /**
+   * Whether the bundle being built has checked that this document is still the stored one (it does once, at its
+   * first change of a table the document does not name). Asked per bundle, never remembered across bundles: a put
+   * that adds a table the publication already holds changes nothing the stream would see.
+   */
+  private boolean checkedThisBundle;
 
   Stream(Source source, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
       Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion) {
@@ -516,6 +520,7 @@ final class Stream {
 
 
   private void push(List<Piece> bundle) throws SQLException, InterruptedException {
+    checkedThisBundle = false;
     Pointer p = planned;
     List<io.queen.pgconn.internal.source.SourceEvent> events = new ArrayList<>();
     int transactions = 0;
@@ -557,8 +562,11 @@ final class Stream {
       if (table == null) {
         // published by a shared publication, not a source table; or a table a newer document adds: its changes
         // must not be passed over, so the stream stops here and the new document's instance streams them
-        if (otherTables.add(raw) && !source.storedNow()) {
-          throw new DocumentChanged();
+        if (!checkedThisBundle) {
+          if (!source.storedStrictly()) {
+            throw new DocumentChanged();
+          }
+          checkedThisBundle = true;
         }
         return;
       }
@@ -624,9 +632,12 @@ final class Stream {
         ordinal);
     SourceEvent e = new SourceEvent(table.queue(), codec.partition(rel, row, table), id, payload);
     if (hook != null) {
-      hook.onChange(rel, row, piece.xid(), e);
+      // the snapshot knows its tables by the document's names: a table renamed while it copies is still that table
+      PgMessage.Relation named = rel.schema().equals(table.schema()) && rel.name().equals(table.table()) ? rel
+          : new PgMessage.Relation(rel.oid(), table.schema(), table.table(), rel.replicaIdentity(), rel.columns());
+      hook.onChange(named, row, piece.xid(), e);
       if ("u".equals(op) && before != null) {
-        hook.onChange(rel, before, piece.xid(), e); // a key change within one partition: the old key too
+        hook.onChange(named, before, piece.xid(), e); // a key change within one partition: the old key too
       }
     }
     out.add(e);
