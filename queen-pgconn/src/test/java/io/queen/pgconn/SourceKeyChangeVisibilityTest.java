@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Timeout;
  * visible. Its commit record is flushed, so decoded and sent, before the transaction leaves the running set (a
  * moment; under synchronous replication until a standby answers). A fault campaign found the moved row's
  * {@code c} event without its value, and the cdc copy with NULL for good. Here a synchronous standby that does not
- * exist holds the commit for two seconds: the event still carries the value.
+ * exist holds the commit until the stream's read-back is seen waiting for it: the event still carries the value.
  */
 @QueenPostgres
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -56,7 +56,8 @@ class SourceKeyChangeVisibilityTest {
           }
         });
         await().atMost(Duration.ofSeconds(20)).until(() -> waitingForStandby(db));
-        Thread.sleep(2_000); // the stream has decoded the commit meanwhile and met the key change
+        // the stream has decoded the commit and met the key change: its read-back waits, asking for snapshots
+        await().atMost(Duration.ofSeconds(20)).until(() -> readBackWaiting(db));
       } finally {
         sql(db, "alter system reset synchronous_standby_names", "select pg_reload_conf()");
       }
@@ -80,6 +81,15 @@ class SourceKeyChangeVisibilityTest {
   private static boolean waitingForStandby(TestDatabase db) throws Exception {
     try (Connection c = db.connection(); Statement st = c.createStatement();
         ResultSet rs = st.executeQuery("select count(*) from pg_stat_activity where wait_event = 'SyncRep'")) {
+      rs.next();
+      return rs.getInt(1) > 0;
+    }
+  }
+
+  private static boolean readBackWaiting(TestDatabase db) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select count(*) from pg_stat_activity where application_name ="
+            + " 'queen-source-moving-src' and query like 'select pg_current_snapshot()%'")) {
       rs.next();
       return rs.getInt(1) > 0;
     }
