@@ -58,6 +58,30 @@ class OperatorLogTest {
   }
 
   @Test
+  void aFailedBatchIsNamedAsABatchNotAsItsFirstMessage(DataSource ds) {
+    String q = "logs-batch";
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("log2").pollInterval(Duration.ofMillis(100))
+        .start()) {
+      queen.queue(q).partition("a").push(Map.of("n", 1));
+      queen.queue(q).partition("a").push(Map.of("n", 2));
+      queen.queue(q).partition("b").push(Map.of("n", 3));
+      java.util.concurrent.atomic.AtomicBoolean failedOnce = new java.util.concurrent.atomic.AtomicBoolean();
+      try (LogCapture logs = LogCapture.start();
+          Subscription s = queen.queue(q).consumer().batch(10).partitions(2).consumeBatch(batch -> {
+            if (batch.size() == 3 && failedOnce.compareAndSet(false, true)) {
+              throw new IllegalStateException("boom");
+            }
+          })) {
+        await().atMost(Duration.ofSeconds(30)).until(() -> s.acked() == 3);
+        assertThat(failedOnce).isTrue();
+        // the exception came from the batch handler: the line names the batch, not one message as the culprit
+        assertThat(logs.linesWith("WARN", "failed on a batch of 3 messages from 2 partition(s), the first at partition"))
+            .hasSize(1);
+      }
+    }
+  }
+
+  @Test
   void aDeadLetterMoveByAnExpiredLeaseIsLogged(DataSource ds) {
     String q = "logs-expired";
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("log2").start();

@@ -576,7 +576,7 @@ public final class SubscriptionImpl implements Subscription {
         giveBack(heads);
         return false;
       }
-      failHeads(heads, t);
+      failHeads(heads, batch.size(), t);
       return false;
     }
     if (settleAsync(acks, heads, unit)) {
@@ -695,7 +695,7 @@ public final class SubscriptionImpl implements Subscription {
       if (!running.get()) {
         giveBack(heads);
       } else {
-        failHeads(heads, t);
+        failHeads(heads, batch.size(), t);
       }
       return;
     }
@@ -730,7 +730,7 @@ public final class SubscriptionImpl implements Subscription {
       }
       return;
     }
-    failHeads(heads, preconditionFailure(res));
+    failHeads(heads, batch.size(), preconditionFailure(res));
   }
 
   /**
@@ -785,7 +785,7 @@ public final class SubscriptionImpl implements Subscription {
       res = tx.commit();
     } catch (QueenDatabaseException e) {
       if (!e.isTransient()) {
-        failHeads(heads, e);
+        failHeads(heads, messages.size(), e);
         return null;
       }
       // the outcome is unknown: give the leases back without blaming the message; on redelivery its marker
@@ -802,7 +802,7 @@ public final class SubscriptionImpl implements Subscription {
       giveBack(heads);
       return null;
     } catch (RuntimeException e) {
-      failHeads(heads, e);
+      failHeads(heads, messages.size(), e);
       return null;
     }
     if (res.success()) {
@@ -849,10 +849,14 @@ public final class SubscriptionImpl implements Subscription {
     settle(List.of(new Broker.AckRequest(m, AckStatus.FAILED, describe(t))));
   }
 
-  /** Fails the first message of each partition (the rest comes again with it). */
-  private void failHeads(List<Message> heads, Throwable t) {
+  /**
+   * Fails the first message of each partition (the rest comes again with it). The log names the batch: a batch
+   * handler's exception does not say which of its messages it came from.
+   */
+  private void failHeads(List<Message> heads, int batchSize, Throwable t) {
     count(failed, "failed", 1);
-    logFailure(heads.get(0), t);
+    logFailure(batchSize <= 1 ? at(heads.get(0)) : "a batch of " + batchSize + " messages from " + heads.size()
+        + " partition(s), the first at " + at(heads.get(0)), t);
     List<Broker.AckRequest> acks = new ArrayList<>(heads.size());
     for (Message h : heads) {
       acks.add(new Broker.AckRequest(h, AckStatus.FAILED, describe(t)));
@@ -940,8 +944,15 @@ public final class SubscriptionImpl implements Subscription {
    * logged without the stack trace, and past ten, only counted.
    */
   private void logFailure(Message m, Throwable t) {
+    logFailure(at(m), t);
+  }
+
+  private static String at(Message m) {
+    return "partition '" + m.partition() + "' offset " + m.offset() + " attempt " + m.attempt();
+  }
+
+  private void logFailure(String at, Throwable t) {
     LogThrottle.Decision d = throttle.admit(LogThrottle.kind("handler", t));
-    String at = "partition '" + m.partition() + "' offset " + m.offset() + " attempt " + m.attempt();
     if (d.suppressedBefore() > 0) {
       LOG.warn("{} - handler of {}: {} identical failure(s) were not logged in the previous minute", queen.nodeId(),
           where, d.suppressedBefore());
