@@ -408,7 +408,7 @@ public final class Source {
 
   private void failed(Exception e) {
     // a failure that passes is a connection (or Queen's database) out of reach; any other is a refused statement
-    ErrorCode login = e instanceof SQLException se ? ErrorCode.ofLogin(se) : null;
+    ErrorCode login = e instanceof SQLException se ? ErrorCode.ofLogin(se, password != null) : null;
     ErrorCode code = login != null ? login : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.SETUP_FAILED;
     error(code, host.describe(e));
   }

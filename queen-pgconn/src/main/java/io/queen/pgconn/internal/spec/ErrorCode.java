@@ -96,11 +96,15 @@ public enum ErrorCode {
    * The code of a connection refused for its login or its database, or null for any other failure: a wrong or
    * missing password (28P01, 28000, and pgjdbc's 08004 when the server asked for a password and none was given), a
    * database that does not exist (3D000).
+   *
+   * @param passwordGiven whether the connection was opened with a password: pgjdbc's 08004 also stands for a server
+   *     without SSL that the URL requires, and its message is translated to the JVM's language, so "no password" is
+   *     told apart by the connection having none (the English text is a second hint)
    */
-  public static ErrorCode ofLogin(java.sql.SQLException e) {
+  public static ErrorCode ofLogin(java.sql.SQLException e, boolean passwordGiven) {
     String state = e.getSQLState();
-    if ("28P01".equals(state) || "28000".equals(state)
-        || ("08004".equals(state) && e.getMessage() != null && e.getMessage().contains("password"))) {
+    if ("28P01".equals(state) || "28000".equals(state) || ("08004".equals(state)
+        && (!passwordGiven || e.getMessage() != null && e.getMessage().contains("password")))) {
       return LOGIN_FAILED;
     }
     return "3D000".equals(state) ? DATABASE_MISSING : null;
