@@ -82,6 +82,25 @@ class SourceMetersTest {
       // the slot's lag (WAL end minus confirmed_flush_lsn), measured about every 10 s: small once confirmed
       await().atMost(Duration.ofSeconds(25)).until(() -> gauge(r, "queen.pg.source.slot.lag.bytes") > 0
           && gauge(r, "queen.pg.source.slot.lag.bytes") < 1 << 20);
+      // a standby does not read the slot: its lag gauges say they do not know, rather than 0, which looks healthy
+      assertThat(gauge(standby, "queen.pg.source.slot.lag.bytes")).isNaN();
+      assertThat(gauge(standby, "queen.pg.source.lag.seconds")).isNaN();
+
+      // the slot dropped by hand: the source stops (slot_lost) and the owner's gauges stop showing the last reading
+      await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(20)).until(() -> {
+        f.sql("select pg_terminate_backend(active_pid) from pg_replication_slots where slot_name = 'queen_metered_src'"
+            + " and active_pid is not null");
+        try {
+          f.sql("select pg_drop_replication_slot('queen_metered_src')");
+          return true;
+        } catch (java.sql.SQLException e) {
+          return false; // still active: try again
+        }
+      });
+      await().atMost(Duration.ofSeconds(20)).until(() -> "slot_lost".equals(status(own, "metered-src").errorCode()));
+      assertThat(gauge(r, "queen.pg.source.slot.lag.bytes")).isNaN();
+      assertThat(gauge(r, "queen.pg.source.lag.seconds")).isNaN();
+      assertThat(gauge(standby, "queen.pg.source.slot.lag.bytes")).isNaN();
     }
   }
 }

@@ -35,7 +35,7 @@ final class MicrometerSourceMeters implements SourceMeters {
   public Connector connector(String name, Gauges g) {
     forget(name);
     gauges.put(name, List.of(
-        Gauge.builder("queen.pg.source.slot.lag.bytes", () -> g.slotLagBytes().getAsLong()).tag("connector", name)
+        Gauge.builder("queen.pg.source.slot.lag.bytes", () -> g.slotLagBytes().getAsDouble()).tag("connector", name)
             .description("current WAL position minus the slot's confirmed_flush_lsn").register(registry),
         Gauge.builder("queen.pg.source.pointer.lsn", () -> g.pointerLsn().getAsLong()).tag("connector", name)
             .description("the source's pointer (an LSN as a number)").register(registry),

@@ -59,6 +59,8 @@ public final class Source {
   private final AtomicLong truncates = new AtomicLong();
   private final AtomicLong errors = new AtomicLong();
   private final AtomicLong slotLag = new AtomicLong();
+  /** When {@link #slotLag} was last read ({@link System#nanoTime()}); 0 before the first read. */
+  private volatile long slotLagAt;
   private volatile long pointerLsn;
   private volatile long lastCommitMicros;
 
@@ -79,8 +81,30 @@ public final class Source {
     this.password = password;
     this.codec = new DecoderCodec();
     this.lease = new Lease(host.kv(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
-    this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(slotLag::get, () -> pointerLsn,
-        () -> lastCommitMicros == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - lastCommitMicros) / 1e6));
+    this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(this::slotLagGauge, () -> pointerLsn,
+        this::lagSecondsGauge));
+  }
+
+  /** How old a reading of the slot's lag may be before its gauge says it does not know (three health checks). */
+  static final long SLOT_LAG_STALE_NANOS = 30_000_000_000L;
+
+  /**
+   * The slot's lag as last read, or NaN when this node has not read it within {@link #SLOT_LAG_STALE_NANOS}: a standby
+   * node, and an owner that cannot reach the source database (a login refused, the server down), do not know it, and a
+   * last good reading shown meanwhile would hide a slot that pins more and more WAL.
+   */
+  private double slotLagGauge() {
+    long at = slotLagAt;
+    return at == 0 || System.nanoTime() - at > SLOT_LAG_STALE_NANOS ? Double.NaN : slotLag.get();
+  }
+
+  /** Now minus the commit time of the last transaction pushed while this node streams; NaN when it does not. */
+  private double lagSecondsGauge() {
+    if (stream == null) {
+      return Double.NaN;
+    }
+    long at = lastCommitMicros;
+    return at == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - at) / 1e6;
   }
 
   /**
@@ -564,6 +588,7 @@ public final class Source {
         }
         s.stop();
         stream = null;
+        slotLagAt = 0; // no longer watched from here: the gauge says it does not know rather than show the last reading
       }
     }
   }
@@ -641,6 +666,7 @@ public final class Source {
       try (var rs = st.executeQuery()) {
         if (rs.next()) {
           slotLag.set(rs.getLong(1));
+          slotLagAt = System.nanoTime();
         }
       }
     } catch (SQLException e) {

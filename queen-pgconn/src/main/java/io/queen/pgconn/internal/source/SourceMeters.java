@@ -22,8 +22,8 @@ public interface SourceMeters {
     void error();
   }
 
-  /** The gauges read from a running source. */
-  record Gauges(LongSupplier slotLagBytes, LongSupplier pointerLsn, DoubleSupplier lagSeconds) {}
+  /** The gauges read from a running source: the two lags are NaN where this node does not know them. */
+  record Gauges(DoubleSupplier slotLagBytes, LongSupplier pointerLsn, DoubleSupplier lagSeconds) {}
 
   Connector connector(String name, Gauges gauges);
 
