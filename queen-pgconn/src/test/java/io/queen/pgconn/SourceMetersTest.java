@@ -101,6 +101,13 @@ class SourceMetersTest {
       assertThat(gauge(r, "queen.pg.source.slot.lag.bytes")).isNaN();
       assertThat(gauge(r, "queen.pg.source.lag.seconds")).isNaN();
       assertThat(gauge(standby, "queen.pg.source.slot.lag.bytes")).isNaN();
+
+      // deleted on the owner: its gauges leave both registries (the deleting node's at once, the other's at its re-read)
+      own.connectors().delete("metered-src");
+      assertThat(r.find("queen.pg.source.lag.seconds").tag("connector", "metered-src").gauge()).isNull();
+      assertThat(r.find("queen.pg.source.slot.lag.bytes").tag("connector", "metered-src").gauge()).isNull();
+      await().atMost(Duration.ofSeconds(10)).until(() -> standby.find("queen.pg.source.slot.lag.bytes")
+          .tag("connector", "metered-src").gauge() == null);
     }
   }
 }

@@ -296,6 +296,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       Source src = sources.remove(name);
       if (src != null) {
         src.stop();
+        sourceMeters.forget(name); // as the other nodes do when their re-read finds it gone
       }
       try {
         if (DocumentValidator.validate(name, read(deleted.document)) instanceof SourceSpec spec) {
