@@ -564,6 +564,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     if (ownPool != null) {
       ownPool.close();
     }
+    metrics.close(); // the node's gauges leave the application's registry; a closed node's last values would mislead
     LOG.info("{} - closed", config.nodeId());
     if (interrupted) {
       Thread.currentThread().interrupt();

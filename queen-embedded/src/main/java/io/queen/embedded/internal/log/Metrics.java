@@ -75,4 +75,13 @@ public interface Metrics {
 
   /** Registers the gauge of the wake-up listener's connection. */
   default void bindListener(java.util.function.BooleanSupplier connected) {}
+
+  /** A group (or its queue) no longer exists: its gauges go, rather than keep their last values (an alert that never clears). */
+  default void groupGone(String queue, String group) {}
+
+  /** A queue has no retention state any more (deleted, or its retention turned off): its retention gauges go. */
+  default void retentionGone(String queue) {}
+
+  /** The node closes: the gauges it registered go (its counters stay, as counters do). */
+  default void close() {}
 }

@@ -16,8 +16,8 @@ import org.slf4j.LoggerFactory;
  * Every {@link #PERIOD_MS} on every node: reads each group's lag and pending age ({@link StatusReader#lag}, which
  * reads only the cursors that have work) and the queues' retention state, sets the gauges, and watches the lag
  * alarm: a group whose oldest pending message is older than its queue's {@code pendingAlertAfter} is logged once
- * at WARN when it crosses the threshold and once at INFO when it is back under it (per node). Runs on the node's
- * janitor thread; {@link #run()} never throws.
+ * at WARN when it crosses the threshold and once at INFO when it is back under it (per node). The gauges of a group or
+ * queue deleted since the previous pass are removed. Runs on the node's janitor thread; {@link #run()} never throws.
  */
 public final class GroupWatch implements Runnable {
   private static final Logger LOG = LoggerFactory.getLogger(GroupWatch.class);
@@ -30,6 +30,9 @@ public final class GroupWatch implements Runnable {
   private final Metrics metrics;
   private final String stateSql;
   private final Set<String> alarmed = ConcurrentHashMap.newKeySet();
+  /** The groups ({@code queue NUL group}) and the queues with retention state the previous pass saw. */
+  private Set<String> groupsSeen = Set.of();
+  private Set<String> retentionSeen = Set.of();
   private boolean failing;
 
   public GroupWatch(String node, DataSource ds, String quotedSchema, StatusReader reader, Metrics metrics) {
@@ -63,14 +66,31 @@ public final class GroupWatch implements Runnable {
         }
       }
       alarmed.retainAll(seen);
+      // a group or queue deleted since the previous pass: its gauges go, or they would show their last values (an
+      // alert raised for ever)
+      for (String key : groupsSeen) {
+        if (!seen.contains(key)) {
+          int cut = key.indexOf('\u0000');
+          metrics.groupGone(key.substring(0, cut), key.substring(cut + 1));
+        }
+      }
+      groupsSeen = seen;
+      Set<String> queues = new HashSet<>();
       Sql.autoCommit(ds, "retention state", c -> {
         try (PreparedStatement st = c.prepareStatement(stateSql); ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
+            queues.add(rs.getString(1));
             metrics.retentionState(rs.getString(1), rs.getDouble(2), rs.getString(3));
           }
         }
         return null;
       });
+      for (String q : retentionSeen) {
+        if (!queues.contains(q)) {
+          metrics.retentionGone(q);
+        }
+      }
+      retentionSeen = queues;
       if (failing) {
         failing = false;
         LOG.info("{} - group gauges are read again", node);

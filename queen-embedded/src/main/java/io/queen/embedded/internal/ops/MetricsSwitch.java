@@ -20,6 +20,7 @@ public final class MetricsSwitch implements Metrics {
   private final String node;
   private volatile Metrics delegate;
   private volatile BooleanSupplier listener;
+  private boolean closed;
 
   public MetricsSwitch(String node, Metrics initial) {
     this.node = node;
@@ -35,13 +36,22 @@ public final class MetricsSwitch implements Metrics {
     if (delegate == Metrics.NOOP) {
       return;
     }
+    Metrics was = delegate;
     delegate = Metrics.NOOP;
+    try {
+      was.close(); // gauges left behind would show their last values for ever
+    } catch (RuntimeException | LinkageError ignored) {
+      // the registry is the one that failed; what it keeps is beyond reach
+    }
     LOG.error("{} - a Micrometer call failed ({}: {}); this node's metrics are off. Queen is tested with micrometer-core 1.14 to"
         + " 1.17; check the version on the classpath", node, e.getClass().getName(), e.getMessage());
   }
 
   /** Sends the node's meters to {@code registry} (a Micrometer {@code MeterRegistry}) as well. */
   public synchronized void bind(Object registry) {
+    if (closed) {
+      return; // a closed node reports nothing
+    }
     if (delegate instanceof MicrometerMetrics m) {
       m.add(registry);
       return;
@@ -182,6 +192,37 @@ public final class MetricsSwitch implements Metrics {
       delegate.retentionState(queue, oldestAgeSeconds, heldBy);
     } catch (RuntimeException | LinkageError e) {
       off(e);
+    }
+  }
+
+  @Override
+  public void groupGone(String queue, String group) {
+    try {
+      delegate.groupGone(queue, group);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
+  public void retentionGone(String queue) {
+    try {
+      delegate.retentionGone(queue);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
+  public synchronized void close() {
+    closed = true;
+    Metrics was = delegate;
+    delegate = Metrics.NOOP;
+    try {
+      was.close();
+    } catch (RuntimeException | LinkageError e) {
+      LOG.warn("{} - the node's gauges could not be removed from the meter registry ({}: {})", node,
+          e.getClass().getName(), e.getMessage());
     }
   }
 

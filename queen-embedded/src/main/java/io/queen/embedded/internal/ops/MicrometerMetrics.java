@@ -31,7 +31,9 @@ import java.util.function.BooleanSupplier;
 public final class MicrometerMetrics implements Metrics {
 
   private final CompositeMeterRegistry registry = new CompositeMeterRegistry();
-  private final Map<String, AtomicDouble> gauges = new ConcurrentHashMap<>();
+  /** The gauges this node registered, by name, queue and group: removed when their group or queue goes, or at close. */
+  private final Map<String, Held> gauges = new ConcurrentHashMap<>();
+  private volatile Gauge listenerGauge;
 
   /** Meters that go to {@code registry} (a Micrometer {@code MeterRegistry}) and to any added later. */
   public MicrometerMetrics(Object registry) {
@@ -136,9 +138,9 @@ public final class MicrometerMetrics implements Metrics {
   private AtomicDouble receiptGauge(String name, String unit, String description) {
     return gauges.computeIfAbsent(name, k -> {
       AtomicDouble v = new AtomicDouble();
-      Gauge.builder(name, v, AtomicDouble::get).baseUnit(unit).description(description).register(registry);
-      return v;
-    });
+      return new Held(v, Gauge.builder(name, v, AtomicDouble::get).baseUnit(unit).description(description)
+          .register(registry));
+    }).value;
   }
 
   @Override
@@ -155,9 +157,9 @@ public final class MicrometerMetrics implements Metrics {
   public void retentionState(String queue, double oldestAgeSeconds, String heldBy) {
     gauge("queen.retention.oldest.age", queue, null, "seconds").set(oldestAgeSeconds);
     // one gauge per group that ever held the queue back: 1 for the one holding it now, 0 for the others
-    for (Map.Entry<String, AtomicDouble> e : gauges.entrySet()) {
+    for (Map.Entry<String, Held> e : gauges.entrySet()) {
       if (e.getKey().startsWith("queen.retention.holding\u0000" + queue + "\u0000")) {
-        e.getValue().set(0);
+        e.getValue().value.set(0);
       }
     }
     if (heldBy != null) {
@@ -167,18 +169,56 @@ public final class MicrometerMetrics implements Metrics {
 
   @Override
   public void bindListener(BooleanSupplier connected) {
-    Gauge.builder("queen.listener.connected", connected, b -> b.getAsBoolean() ? 1 : 0)
+    listenerGauge = Gauge.builder("queen.listener.connected", connected, b -> b.getAsBoolean() ? 1 : 0)
         .description("1 while the node's wake-up listener holds its LISTEN connection").register(registry);
+  }
+
+  @Override
+  public void groupGone(String queue, String group) {
+    for (String name : List.of("queen.group.lag", "queen.group.pending.age", "queen.group.pending.alert",
+        "queen.retention.holding")) {
+      remove(name + '\u0000' + queue + '\u0000' + group);
+    }
+  }
+
+  @Override
+  public void retentionGone(String queue) {
+    remove("queen.retention.oldest.age\u0000" + queue + "\u0000null");
+    for (String key : List.copyOf(gauges.keySet())) {
+      if (key.startsWith("queen.retention.holding\u0000" + queue + "\u0000")) {
+        remove(key);
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    for (String key : List.copyOf(gauges.keySet())) {
+      remove(key);
+    }
+    Gauge l = listenerGauge;
+    if (l != null) {
+      registry.remove(l);
+    }
+  }
+
+  private void remove(String key) {
+    Held h = gauges.remove(key);
+    if (h != null) {
+      registry.remove(h.gauge); // from every registry bound: a composite's removal reaches them
+    }
   }
 
   private AtomicDouble gauge(String name, String queue, String group, String unit) {
     return gauges.computeIfAbsent(name + '\u0000' + queue + '\u0000' + group, k -> {
       AtomicDouble v = new AtomicDouble();
       Iterable<Tag> tags = group == null ? Tags.of("queue", queue) : Tags.of("queue", queue, "group", group);
-      Gauge.builder(name, v, AtomicDouble::get).tags(tags).baseUnit(unit).register(registry);
-      return v;
-    });
+      return new Held(v, Gauge.builder(name, v, AtomicDouble::get).tags(tags).baseUnit(unit).register(registry));
+    }).value;
   }
+
+  /** A gauge's value and the gauge, which its removal needs. */
+  private record Held(AtomicDouble value, Gauge gauge) {}
 
   /** A double a gauge reads; written by one janitor thread. */
   private static final class AtomicDouble {

@@ -85,6 +85,56 @@ class GroupGaugesTest {
     }
   }
 
+  /**
+   * A deleted group's or queue's gauges go at the next pass (they kept their last values, an alert raised for ever), and
+   * a closed node's gauges leave the registry, while its counters stay.
+   */
+  @Test
+  void gaugesOfDeletedGroupsAndQueuesAndOfAClosedNodeGo(DataSource ds) throws Exception {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    Queen queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).meterRegistry(registry).start();
+    try {
+      QueenImpl node = (QueenImpl) queen;
+      queen.queue("gone").configure(c -> c.retention(Duration.ofDays(1)).pendingAlertAfter(Duration.ofSeconds(1)));
+      queen.queue("kept").configure(c -> c.retention(Duration.ofDays(1)));
+      queen.queue("gone").partition("a").push(Map.of("i", 1));
+      queen.queue("kept").partition("a").push(Map.of("i", 1));
+      queen.queue("gone").group("slow").subscription(SubscriptionMode.ALL).batch(1).partitions(1).pop(); // subscribes
+      queen.queue("kept").group("slow").subscription(SubscriptionMode.ALL).batch(1).partitions(1).pop();
+      try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
+          "update queen.messages set created_at = created_at - interval '10 minutes'")) {
+        st.executeUpdate();
+      }
+      queen.queue("gone").push(Map.of("i", 2));
+      queen.queue("kept").push(Map.of("i", 2));
+      queen.runRetentionNow();
+      node.watchGroupsNow();
+      assertThat(registry.get("queen.group.pending.alert").tag("queue", "gone").tag("group", "slow").gauge().value())
+          .isEqualTo(1.0);
+      assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNotNull();
+
+      queen.queue("gone").group("slow").delete();
+      node.watchGroupsNow();
+      assertThat(registry.find("queen.group.pending.alert").tag("queue", "gone").tag("group", "slow").gauge()).isNull();
+      assertThat(registry.find("queen.group.lag").tag("queue", "gone").tag("group", "slow").gauge()).isNull();
+      assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNotNull(); // queue kept
+
+      queen.queue("gone").delete();
+      node.watchGroupsNow();
+      assertThat(registry.find("queen.group.lag").tag("queue", "gone").gauges()).isEmpty();
+      assertThat(registry.find("queen.group.pending.age").tag("queue", "gone").gauges()).isEmpty();
+      assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNull();
+      assertThat(registry.find("queen.group.lag").tag("queue", "kept").tag("group", "slow").gauge()).isNotNull();
+    } finally {
+      queen.close();
+    }
+    // closed: no gauge of the node is left to show a stale value; the counters stay, as counters do
+    assertThat(registry.find("queen.group.lag").gauges()).isEmpty();
+    assertThat(registry.find("queen.retention.oldest.age").gauges()).isEmpty();
+    assertThat(registry.find("queen.listener.connected").gauge()).isNull();
+    assertThat(registry.get("queen.messages.pushed").tag("queue", "kept").counter().count()).isEqualTo(2);
+  }
+
   private static double gauge(SimpleMeterRegistry r, String name, String group) {
     return r.get(name).tag("queue", "orders").tag("group", group).gauge().value();
   }
