@@ -49,6 +49,31 @@ class MetricsTest {
   }
 
   /**
+   * What an operator reads off the counters matches what was stored: a transaction's pushes count as pushes (they did
+   * not), and a message dropped because its queue keeps no dead letters is counted as dropped, not as dead-lettered.
+   */
+  @Test
+  void transactionalPushesCountAndDropsAreNotDeadLetters(DataSource ds) {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).meterRegistry(registry).start()) {
+      assertThat(queen.transaction().push("txq", "a", Map.of("i", 1)).push("txq", "b", Map.of("i", 2)).commit()
+          .success()).isTrue();
+      assertThat(registry.get("queen.messages.pushed").tag("queue", "txq").counter().count()).isEqualTo(2);
+
+      queen.queue("drop").configure(c -> c.retryLimit(0).deadLetter(false));
+      queen.queue("drop").push(Map.of("i", 1));
+      queen.queue("kept").configure(c -> c.retryLimit(0));
+      queen.queue("kept").push(Map.of("i", 1));
+      queen.ack(queen.queue("drop").consumer().pop().get(0), AckStatus.FAILED, "x");
+      queen.ack(queen.queue("kept").consumer().pop().get(0), AckStatus.FAILED, "x");
+      assertThat(registry.get("queen.messages.dropped").tag("queue", "drop").counter().count()).isEqualTo(1);
+      assertThat(registry.find("queen.messages.dead_lettered").tag("queue", "drop").counter()).isNull();
+      assertThat(registry.get("queen.messages.dead_lettered").tag("queue", "kept").counter().count()).isEqualTo(1);
+      assertThat(queen.status().queue("drop").group(Queen.DEFAULT_GROUP).deadLetters()).isZero();
+    }
+  }
+
+  /**
    * A meter that throws (here a registry filter; in the field a Micrometer older than the one Queen was compiled
    * against, which threw NoSuchMethodError after the push had committed) must not fail the work it reports on: the
    * push returns its result, the consume loop goes on, the metrics turn off with one ERROR line.

@@ -1171,7 +1171,7 @@ public final class Broker {
             d.path("kept").asBoolean() ? "dead-lettered" : "dropped (deadLetter=false)",
             where(d.path("queue").asText(), group), d.path("partition").asText(),
             d.path("offset").asLong(), d.path("attempts").asInt(), d.path("error").asText("(none)"));
-        metrics.deadLettered(d.path("queue").asText(), group);
+        metrics.deadLettered(d.path("queue").asText(), group, d.path("kept").asBoolean());
       }
       st.clearWarnings();
     } catch (SQLException | java.io.IOException | RuntimeException e) {

@@ -40,8 +40,11 @@ public interface Metrics {
   /** The consume loop popped: {@code empty} when the pop found nothing. */
   default void consumerPop(String queue, String group, boolean empty) {}
 
-  /** A message was moved to the dead-letter queue (or dropped, with deadLetter off), by an ack or an expired lease. */
-  default void deadLettered(String queue, String group) {}
+  /**
+   * A message was moved to the dead-letter queue ({@code kept}) or, with deadLetter off, dropped, by an ack or an
+   * expired lease.
+   */
+  default void deadLettered(String queue, String group, boolean kept) {}
 
   /**
    * A bundle of markers then acks went as one statement ({@code applied}), or met a key that had a row or a lost lease

@@ -124,9 +124,9 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
-  public void deadLettered(String queue, String group) {
+  public void deadLettered(String queue, String group, boolean kept) {
     try {
-      delegate.deadLettered(queue, group);
+      delegate.deadLettered(queue, group, kept);
     } catch (RuntimeException | LinkageError e) {
       off(e);
     }

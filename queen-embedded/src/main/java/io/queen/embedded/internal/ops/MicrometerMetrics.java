@@ -110,8 +110,8 @@ public final class MicrometerMetrics implements Metrics {
   }
 
   @Override
-  public void deadLettered(String queue, String group) {
-    counter("queen.messages.dead_lettered", queue, group).increment();
+  public void deadLettered(String queue, String group, boolean kept) {
+    counter(kept ? "queen.messages.dead_lettered" : "queen.messages.dropped", queue, group).increment();
   }
 
   @Override

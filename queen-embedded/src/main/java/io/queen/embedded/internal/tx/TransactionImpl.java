@@ -241,6 +241,7 @@ public final class TransactionImpl implements Transaction {
       afterCommit.accept(run.queues);
     }
     if (run.failure == null) {
+      broker.metrics().pushed(run.pushes); // queen.messages.pushed counts what a transaction stored too
       reportAcks(run.acks);
     }
     return run.failure != null ? run.failure : success(run);
