@@ -80,7 +80,9 @@ public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorSt
    *
    * @param lag messages stored after the group's cursors, over all partitions
    * @param pendingAge age of the oldest message the group has not consumed ({@link Duration#ZERO} when none)
-   * @param leases partitions currently leased by consumers of this group
+   * @param leases partitions currently leased by consumers of this group: a lease that has expired, or whose node
+   *     stopped heartbeating more than its session timeout ago (a crashed node's, free for any consumer to take), is
+   *     not counted
    * @param deadLetters dead-letter rows of this group
    * @param pendingAlert whether {@code pendingAge} is past the queue's {@code pendingAlertAfter}
    * @param lostMessages messages retention removed before this group consumed them, over all partitions

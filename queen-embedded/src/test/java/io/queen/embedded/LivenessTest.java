@@ -205,6 +205,26 @@ class LivenessTest {
   }
 
   /**
+   * status() counts the leases consumers hold: a crashed node's are free to take once its heartbeat is stale, and an
+   * operator reading "10 leased, no progress" could not tell them from a stuck consumer's. They no longer count.
+   */
+  @Test
+  void statusDoesNotCountTheLeasesOfANodeThatStoppedHeartbeating(DataSource ds) throws Exception {
+    String q = "status-dead";
+    try (Queen dying = node(ds, "status-dying", Duration.ofSeconds(2));
+        Queen b = node(ds, "status-survivor", Duration.ofSeconds(2))) {
+      for (int p = 0; p < 3; p++) {
+        dying.queue(q).partition("p" + p).push(Map.of("n", p));
+      }
+      assertThat(dying.queue(q).consumer().partitions(3).batch(10).leaseTime(LONG_LEASE).pop()).hasSize(3);
+      assertThat(b.status().queue(q).group(Queen.DEFAULT_GROUP).leases()).isEqualTo(3);
+      kill(ds, dying);
+      assertThat(b.status().queue(q).group(Queen.DEFAULT_GROUP).leases()).as("free for any consumer to take").isZero();
+      assertThat(b.status().queue(q).group(Queen.DEFAULT_GROUP).lag()).isEqualTo(3);
+    }
+  }
+
+  /**
    * A node whose own heartbeat is late (a loaded database delayed it past the session timeout) is still alive to
    * itself: its pops do not take its own leases as a dead node's. They once did, so two of its workers ran one
    * partition at once. Another node does take them, as for any node whose heartbeat went stale.

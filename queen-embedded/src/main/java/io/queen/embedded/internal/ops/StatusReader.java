@@ -102,7 +102,8 @@ public final class StatusReader {
       Map<String, long[]> counts = new HashMap<>();
       try (PreparedStatement st = c.prepareStatement("select g.queue_id, g.name,"
           + " (select count(*) from " + s + ".cursors c where c.queue_id = g.queue_id and c.group_name = g.name"
-          + "   and c.lease_id is not null and c.lease_expires_at > now()),"
+          + "   and c.lease_id is not null and c.lease_expires_at > now()" // a dead owner's leases are free to take
+          + "   and not exists (select 1 from " + s + ".nodes n where n.node_id = c.lease_owner and n.dead_after <= now())),"
           + " (select count(*) from " + s + ".dead_letters d where d.queue_id = g.queue_id and d.group_name = g.name)"
           + " from " + s + ".consumer_groups g");
           ResultSet rs = st.executeQuery()) {
