@@ -104,6 +104,7 @@ public final class EmbeddedQueen {
     private Duration connectorRefresh = DEFAULT_CONNECTOR_REFRESH;
     private boolean runConnectors = true;
     private Duration sourceLeaseTtl = Duration.ofMillis(DEFAULT_SOURCE_LEASE_TTL_MS);
+    private Duration horizonWarnAfter = Duration.ofSeconds(60);
     private final io.queen.PayloadTypes.Builder payloadTypes = io.queen.PayloadTypes.builder();
     private final List<String> typeErrors = new java.util.ArrayList<>();
     private List<String> oldKeys;
@@ -190,6 +191,20 @@ public final class EmbeddedQueen {
      */
     public Builder sourceLeaseTtl(Duration ttl) {
       this.sourceLeaseTtl = Objects.requireNonNull(ttl, "sourceLeaseTtl must not be null");
+      return this;
+    }
+
+    /**
+     * How long a transaction may hold the database's xmin horizon before the node logs a WARN naming it (its pid,
+     * application, user and state), and an INFO when it ends (0 = never; else 1 s .. 1 day; default 60 s). While any
+     * transaction or snapshot is open, PostgreSQL removes no dead row version written after it began; Queen's hot rows
+     * are updated on every push, pop and ack, so its calls slow as such a transaction ages (a forgotten {@code BEGIN}, an
+     * idle-in-transaction session, a long report, {@code pg_dump}). The age is also the gauge
+     * {@code queen.database.horizon.age}. Checked every 10 s on every node; a role without {@code pg_read_all_stats}
+     * sees only its own role's sessions.
+     */
+    public Builder horizonWarnAfter(Duration after) {
+      this.horizonWarnAfter = Objects.requireNonNull(after, "horizonWarnAfter must not be null");
       return this;
     }
 
@@ -443,6 +458,10 @@ public final class EmbeddedQueen {
       }
       between(errors, "connectorRefresh", connectorRefresh, Duration.ofMillis(100), Duration.ofMinutes(10));
       between(errors, "sourceLeaseTtl", sourceLeaseTtl, Duration.ofSeconds(1), Duration.ofMinutes(10));
+      if (!horizonWarnAfter.isZero() && (horizonWarnAfter.compareTo(Duration.ofSeconds(1)) < 0
+          || horizonWarnAfter.compareTo(Duration.ofDays(1)) > 0)) {
+        errors.add("horizonWarnAfter must be 0 (off) or between 1 s and 1 day, was " + human(horizonWarnAfter));
+      }
       if (!errors.isEmpty()) {
         throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
             + String.join("; ", errors));
@@ -451,7 +470,7 @@ public final class EmbeddedQueen {
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
           sessionTimeout, pushReceiptRetention, key, connectorThreads, connectorRefresh, runConnectors,
-          sourceLeaseTtl, payloadTypes.build(), List.copyOf(old));
+          sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter);
     }
 
     /**

@@ -25,6 +25,7 @@ import io.queen.embedded.internal.log.Metrics;
 import io.queen.embedded.internal.log.PayloadCipher;
 import io.queen.embedded.internal.log.Wakeups;
 import io.queen.embedded.internal.ops.GroupWatch;
+import io.queen.embedded.internal.ops.HorizonWatch;
 import io.queen.embedded.internal.ops.Liveness;
 import io.queen.embedded.internal.ops.MetricsSwitch;
 import io.queen.embedded.internal.ops.MicrometerMetrics;
@@ -80,6 +81,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private final ScheduledExecutorService janitor;
   private final RetentionJanitor retention;
   private final GroupWatch groupWatch;
+  private final HorizonWatch horizonWatch;
   private final StatisticsGuard statisticsGuard;
   /** The connector runtime found on the classpath (queen-pgconn), or null. */
   private volatile io.queen.embedded.spi.ConnectorPlugin connectors;
@@ -104,6 +106,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
     this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics);
     this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics);
+    this.horizonWatch = new HorizonWatch(config.nodeId(), ds, metrics, config.horizonWarnAfter());
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
   }
 
@@ -145,6 +148,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
       }
       q.metrics.bindListener(q.wakeups::connected);
       q.janitor.scheduleWithFixedDelay(q.groupWatch, 0, GroupWatch.PERIOD_MS, TimeUnit.MILLISECONDS);
+      q.janitor.scheduleWithFixedDelay(q.horizonWatch, HorizonWatch.PERIOD_MS / 2, HorizonWatch.PERIOD_MS,
+          TimeUnit.MILLISECONDS);
       if (config.janitor()) {
         // at a fixed rate: a pass that takes longer than the period (more to remove than the janitor's paced share
         // of the server clears in one) is followed by the next at once, so removal keeps level with ingest
@@ -597,6 +602,11 @@ public final class QueenImpl implements Queen, ConsumerNode {
   /** The node's metrics, which a binder can point at a registry after the start. */
   public MetricsSwitch metrics() {
     return (MetricsSwitch) metrics;
+  }
+
+  /** Checks the xmin horizon now (tests; the janitor thread does it every 10 s). */
+  public void watchHorizonNow() {
+    horizonWatch.run();
   }
 
   /** Reads the group gauges and checks the lag alarm now (tests; the janitor thread does it every 10 s). */

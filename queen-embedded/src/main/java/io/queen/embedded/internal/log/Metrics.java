@@ -76,6 +76,9 @@ public interface Metrics {
    */
   default void retentionState(String queue, double oldestAgeSeconds, String heldBy) {}
 
+  /** How long the oldest open transaction this node can see has held the database's xmin horizon (seconds; 0: none). */
+  default void horizonAge(double seconds) {}
+
   /** Registers the gauge of the wake-up listener's connection. */
   default void bindListener(java.util.function.BooleanSupplier connected) {}
 

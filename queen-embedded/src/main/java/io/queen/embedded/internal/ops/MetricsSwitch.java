@@ -196,6 +196,15 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public void horizonAge(double seconds) {
+    try {
+      delegate.horizonAge(seconds);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
   public void groupGone(String queue, String group) {
     try {
       delegate.groupGone(queue, group);

@@ -130,12 +130,12 @@ public final class MicrometerMetrics implements Metrics {
   @Override
   public void pushReceipts(long removed, long stored, double oldestAgeSeconds) {
     registry.counter("queen.push.receipts.removed").increment(removed);
-    receiptGauge("queen.push.receipts", "receipts", "push receipts kept for de-duplication (an estimate)").set(stored);
-    receiptGauge("queen.push.receipts.oldest.age", "seconds", "age of the oldest push receipt kept")
+    nodeGauge("queen.push.receipts", "receipts", "push receipts kept for de-duplication (an estimate)").set(stored);
+    nodeGauge("queen.push.receipts.oldest.age", "seconds", "age of the oldest push receipt kept")
         .set(oldestAgeSeconds);
   }
 
-  private AtomicDouble receiptGauge(String name, String unit, String description) {
+  private AtomicDouble nodeGauge(String name, String unit, String description) {
     return gauges.computeIfAbsent(name, k -> {
       AtomicDouble v = new AtomicDouble();
       return new Held(v, Gauge.builder(name, v, AtomicDouble::get).baseUnit(unit).description(description)
@@ -171,6 +171,12 @@ public final class MicrometerMetrics implements Metrics {
   public void bindListener(BooleanSupplier connected) {
     listenerGauge = Gauge.builder("queen.listener.connected", connected, b -> b.getAsBoolean() ? 1 : 0)
         .description("1 while the node's wake-up listener holds its LISTEN connection").register(registry);
+  }
+
+  @Override
+  public void horizonAge(double seconds) {
+    nodeGauge("queen.database.horizon.age", "seconds",
+        "how long the oldest open transaction this node can see has held the database's xmin horizon").set(seconds);
   }
 
   @Override

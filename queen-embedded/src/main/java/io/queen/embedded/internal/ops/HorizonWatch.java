@@ -1,0 +1,126 @@
+package io.queen.embedded.internal.ops;
+
+import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Metrics;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Every {@link #PERIOD_MS} on every node: finds the oldest open transaction (or snapshot) holding the database's xmin
+ * horizon back, sets the gauge {@code queen.database.horizon.age} to how long it has held it, and past the node's
+ * {@code horizonWarnAfter} logs one WARN naming it, then one INFO when it ends.
+ *
+ * <p>Why Queen watches it: while a transaction is open, PostgreSQL removes no dead row version written after it began.
+ * Queen's partition and cursor rows are updated on every push, pop and ack, so each of those calls walks more dead
+ * versions as the transaction ages (BENCHMARKS.md, "The engine under a held horizon"). The usual holders are a
+ * forgotten {@code BEGIN} (idle in transaction), a long report or {@code pg_dump}, and prepared transactions; an
+ * operator who is told which session it is can end it.
+ *
+ * <p>What it sees: {@code pg_stat_activity} (a session with a transaction id, or a snapshot, and an open transaction)
+ * and {@code pg_prepared_xacts}, of Queen's database only (a transaction in another database does not hold back the
+ * removal of this one's rows). How long a session has held the horizon is taken from its transaction's start when it
+ * has a transaction id or sits between statements, else from its running statement's start (a read-committed
+ * statement's snapshot). A role without {@code pg_read_all_stats} sees only its own role's sessions. A standby's
+ * {@code hot_standby_feedback} (a physical slot's {@code xmin}) holds the horizon too and is not covered. Runs on the
+ * node's janitor thread; {@link #run()} never throws.
+ */
+public final class HorizonWatch implements Runnable {
+  private static final Logger LOG = LoggerFactory.getLogger(HorizonWatch.class);
+  /** How often the horizon is checked. */
+  public static final long PERIOD_MS = 10_000;
+
+  static final String SQL = "select pid, coalesce(application_name, '')::text, coalesce(usename::text, ''),"
+      + " coalesce(state, '')::text, extract(epoch from now() - case when backend_xid is not null or state <> 'active'"
+      + "   then xact_start else coalesce(query_start, xact_start) end)::float8 as held,"
+      + " pid::text || '@' || xact_start::text"
+      + " from pg_stat_activity"
+      + " where (backend_xid is not null or backend_xmin is not null) and xact_start is not null"
+      + "   and pid <> pg_backend_pid() and datname = current_database()"
+      + " union all"
+      + " select null, gid, owner::text, 'prepared', extract(epoch from now() - prepared)::float8, 'prepared:' || gid"
+      + " from pg_prepared_xacts where database = current_database()"
+      + " order by held desc nulls last limit 1";
+
+  private final String node;
+  private final DataSource ds;
+  private final Metrics metrics;
+  private final Duration warnAfter;
+  /** The holder warned about (its key: pid and transaction start, or the prepared transaction's gid), or null. */
+  private String warned;
+  private String warnedWho;
+  private double warnedHeld;
+  private boolean failing;
+
+  public HorizonWatch(String node, DataSource ds, Metrics metrics, Duration warnAfter) {
+    this.node = node;
+    this.ds = ds;
+    this.metrics = metrics;
+    this.warnAfter = warnAfter;
+  }
+
+  /**
+   * The oldest holder: which transaction it is ({@code key}), who it is (never the statement text) and for how many
+   * seconds it has held the horizon.
+   */
+  record Holder(String key, String who, double heldSeconds) {}
+
+  @Override
+  public void run() {
+    try {
+      Holder h = Sql.autoCommit(ds, "xmin horizon", c -> {
+        try (PreparedStatement st = c.prepareStatement(SQL); ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            return null;
+          }
+          int pid = rs.getInt(1);
+          boolean prepared = rs.wasNull();
+          String who = prepared
+              ? "prepared transaction '" + rs.getString(2) + "' of user '" + rs.getString(3) + "'"
+              : "pid " + pid + ", application '" + rs.getString(2) + "', user '" + rs.getString(3) + "', state '"
+                  + rs.getString(4) + "'";
+          return new Holder(rs.getString(6), who, Math.max(0, rs.getDouble(5)));
+        }
+      });
+      observe(h);
+      if (failing) {
+        failing = false;
+        LOG.info("{} - the xmin horizon is read again", node);
+      }
+    } catch (RuntimeException e) {
+      if (!failing) {
+        failing = true;
+        LOG.warn("{} - could not read the xmin horizon ({}); trying again every {} ms", node, Sql.describe(e),
+            PERIOD_MS);
+      }
+    }
+  }
+
+  /** Sets the gauge and logs the crossings for what one check found ({@code null}: nothing holds the horizon). */
+  void observe(Holder h) {
+    metrics.horizonAge(h == null ? 0 : h.heldSeconds());
+    if (warnAfter.isZero()) {
+      return;
+    }
+    boolean over = h != null && h.heldSeconds() * 1000 >= warnAfter.toMillis();
+    if (warned != null && (!over || !warned.equals(h.key()))) {
+      LOG.info("{} - the transaction that held the xmin horizon ({}) no longer does, after about {} s", node, warnedWho,
+          Math.round(warnedHeld));
+      warned = null;
+    }
+    if (over && warned == null) {
+      warned = h.key();
+      warnedWho = h.who();
+      LOG.warn("{} - a transaction has held the database's xmin horizon for {} s, past horizonWarnAfter ({} s): {}."
+          + " While it is open PostgreSQL removes no dead row versions, so Queen's pushes, pops and acks slow as it ages"
+          + " (and tables bloat); end it, or bound such sessions with idle_in_transaction_session_timeout",
+          node, Math.round(h.heldSeconds()), warnAfter.toSeconds(), h.who());
+    }
+    if (over) {
+      warnedHeld = h.heldSeconds();
+    }
+  }
+}
