@@ -121,6 +121,31 @@ public final class QueenImpl implements Queen, ConsumerNode {
       "org.postgresql.jdbc2.optional.SimpleDataSource", "org.springframework.jdbc.datasource.DriverManagerDataSource",
       "org.springframework.jdbc.datasource.SimpleDriverDataSource");
 
+  /**
+   * An application's HikariCP pool too small for the connections a node keeps for as long as it runs (the heartbeat's,
+   * and the wake-up listener's with {@code listen}) is refused: every other call would wait out the pool's timeout. One
+   * with fewer than two connections beside them is started with a WARN.
+   */
+  private static void checkPoolSize(QueenConfig config) {
+    if (!(config.dataSource() instanceof HikariDataSource h)) {
+      return; // another pool: its size is not known here
+    }
+    int kept = config.listen() ? 2 : 1;
+    int max = h.getMaximumPoolSize();
+    String what = config.listen() ? "its heartbeat and its wake-up listener" : "its heartbeat";
+    if (max <= kept) {
+      throw new IllegalArgumentException("the DataSource is a HikariCP pool of at most " + max + " connection(s), and"
+          + " this node keeps " + kept + " of them for " + what + " for as long as it runs: none would be left for"
+          + " pushes, pops and acks. Give the pool at least " + (kept + 2) + " connections, plus one per consume worker"
+          + " whose handler holds a connection of its own while it calls Queen (README: \"Handing Queen your pool\")");
+    }
+    if (max < kept + 2) {
+      LOG.warn("{} - the DataSource is a HikariCP pool of at most {} connection(s), and this node keeps {} of them for {}:"
+          + " every push, pop and ack goes through the one left. Give the pool at least {}", config.nodeId(), max, kept,
+          what, kept + 2);
+    }
+  }
+
   /** Validated config in; a started node out. */
   public static Queen start(QueenConfig config) {
     HikariDataSource own = null;
@@ -128,6 +153,9 @@ public final class QueenImpl implements Queen, ConsumerNode {
     if (ds == null) {
       own = openPool(config);
       ds = own;
+    } else {
+      checkPoolSize(config);
+      ds = ReadCommitted.ensure(ds, config.nodeId()); // the application's pool may default to a stricter level
     }
     QueenImpl started = null;
     try {
@@ -239,6 +267,9 @@ public final class QueenImpl implements Queen, ConsumerNode {
     hc.setPassword(config.password());
     hc.setMaximumPoolSize(config.poolSize() + 1); // + the heartbeat's own connection
     hc.setPoolName("queen-" + config.nodeId());
+    // Queen's statements are correct at READ COMMITTED only; set on each connection, whatever the database's
+    // default_transaction_isolation says (ReadCommitted explains why)
+    hc.setTransactionIsolation("TRANSACTION_READ_COMMITTED");
     hc.setConnectionTimeout(ms);
     hc.setValidationTimeout(Math.min(ms, 5_000));
     // as strings: pgjdbc reads only string properties, and an Integer here was ignored (a server that accepted

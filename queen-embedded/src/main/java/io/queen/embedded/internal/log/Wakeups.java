@@ -272,6 +272,8 @@ public final class Wakeups implements AutoCloseable {
         c.setAutoCommit(true);
         try (Statement st = c.createStatement()) {
           st.execute("LISTEN " + Sql.quoteIdent(channel));
+          // the connection sits idle between notifications: a role's idle_session_timeout would end it every time
+          st.execute("select set_config(name, '0', false) from pg_settings where name = 'idle_session_timeout'");
         }
         listenConnection = c;
         PGConnection pg = c.unwrap(PGConnection.class);
@@ -290,6 +292,14 @@ public final class Wakeups implements AutoCloseable {
               onNotification(n.getParameter());
             }
           }
+        }
+        // back to the application's pool as it came: not listening (its notifications would pile up in the driver of
+        // whoever borrows it next), and with the role's idle_session_timeout
+        try (Statement st = c.createStatement()) {
+          st.execute("UNLISTEN *");
+          st.execute("select set_config(name, reset_val, false) from pg_settings where name = 'idle_session_timeout'");
+        } catch (SQLException ignored) {
+          // broken: the pool discards it
         }
       } catch (SQLException | RuntimeException e) {
         listenConnection = null;

@@ -274,6 +274,16 @@ public final class TransactionImpl implements Transaction {
             + " auto-commit on, so there is no transaction to join: call connection.setAutoCommit(false) first, or"
             + " use commit() to let Queen own the transaction");
       }
+      int level = connection.getTransactionIsolation();
+      if (level != Connection.TRANSACTION_READ_COMMITTED) {
+        // one snapshot for the whole transaction: a push could miss an acknowledgement that committed while it waited
+        // for its partition and leave its message undelivered (ReadCommitted explains it)
+        throw new IllegalStateException("commit(Connection) needs the caller's transaction at READ COMMITTED, and it is"
+            + " at " + io.queen.embedded.internal.ReadCommitted.name(level) + ": Queen's statements read one snapshot"
+            + " for the whole of such a transaction and could leave a pushed message undelivered. Nothing was done; run"
+            + " this transaction at READ COMMITTED (Spring: @Transactional(isolation = Isolation.READ_COMMITTED)), or"
+            + " use commit()");
+      }
     } catch (SQLException e) {
       throw Sql.translate("transaction", e);
     }
