@@ -141,6 +141,7 @@ public final class Sink {
     try (Connection c = open()) {
       c.setAutoCommit(false);
       ensureProgressTable(c);
+      recordEarlierDeadLetters(c);
       table = spec.table() != null ? TargetTable.check(c, spec) : null;
       shapeReadAt = System.nanoTime();
       shapeStale = false;
@@ -334,6 +335,48 @@ public final class Sink {
         if (missing(c, "select to_regclass('queen.sink_dead_letters') is null")) {
           st.execute(DEAD_DDL);
         }
+      }
+    }
+  }
+
+  /**
+   * Records in {@code queen.sink_dead_letters} this sink's dead letters that Queen holds and the table lacks, at or
+   * below their partition's progress row: those a version before that table made (it dead-lettered a message and moved
+   * the progress row past it, recording nothing). Without this, such a dead letter redriven after an upgrade came back
+   * at or below the progress row and was taken for applied: acknowledged, out of the dead-letter queue, never written,
+   * without a word. A sink's group has no other dead letters (its expired leases count no attempt), so each is a message
+   * the sink did not apply. One read of the group's dead letters per start; nothing is written when it has none.
+   */
+  private void recordEarlierDeadLetters(Connection c) throws SQLException {
+    List<Object> pids = new ArrayList<>();
+    List<Object> offsets = new ArrayList<>();
+    List<Object> errors = new ArrayList<>();
+    io.queen.DeadLetters.Query dlq = host.queen().deadLetters(spec.queue()).group("pg-" + spec.name());
+    Long after = null;
+    for (List<io.queen.DeadLetter> page = dlq.list(1000, null); !page.isEmpty(); page = dlq.list(1000, after)) {
+      for (io.queen.DeadLetter d : page) {
+        pids.add(d.partitionId());
+        offsets.add(d.offset());
+        errors.add(d.error() == null ? "" : d.error());
+        after = d.id();
+      }
+    }
+    if (pids.isEmpty()) {
+      return;
+    }
+    try (PreparedStatement st = c.prepareStatement("insert into " + DEAD + " (sink, partition_id, \"offset\", error)"
+        + " select ?, v.pid, v.o, v.e from unnest(?::bigint[], ?::bigint[], ?::text[]) v(pid, o, e)"
+        + " join " + PROGRESS + " p on p.sink = ? and p.partition_id = v.pid and v.o <= p.last_offset"
+        + " on conflict do nothing")) {
+      st.setString(1, spec.name());
+      st.setArray(2, c.createArrayOf("bigint", pids.toArray()));
+      st.setArray(3, c.createArrayOf("bigint", offsets.toArray()));
+      st.setArray(4, c.createArrayOf("text", errors.toArray()));
+      st.setString(5, spec.name());
+      int n = st.executeUpdate();
+      if (n > 0) {
+        LOG.info("{} - sink '{}': {} dead letter(s) made before this version recorded them are recorded now, so a"
+            + " redrive of them is applied", host.nodeId(), spec.name(), n);
       }
     }
   }
