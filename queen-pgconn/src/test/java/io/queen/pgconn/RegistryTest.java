@@ -104,6 +104,45 @@ class RegistryTest {
     }
   }
 
+  /**
+   * During a rolling upgrade a node of an earlier version wrote {@code version + 1} where this one takes the sequence's
+   * next value: the two met, a put of each kind stored one version for two documents, and the nodes kept running the
+   * older one (a sink disabled that way went on writing). The table hands out versions itself now.
+   */
+  @Test
+  void aPutOfAnEarlierVersionAndOneOfThisVersionNeverShareAVersion() throws Exception {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute("create table if not exists invoices (id text primary key, amount numeric)");
+    }
+    try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
+        .connectorRefresh(java.time.Duration.ofMillis(200)).start()) {
+      runner.connectors().put("mixed", OK);
+      org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> runner.connectors().status("mixed").orElseThrow().phase().equals("running"));
+      java.util.List<Long> versions = new java.util.ArrayList<>();
+      versions.add(version("mixed"));
+      // what an earlier version's put did: the next per-row number, twice
+      for (int i = 0; i < 2; i++) {
+        try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+          st.execute("update queen.connectors set version = version + 1, updated_at = now() where name = 'mixed'");
+        }
+        versions.add(version("mixed"));
+      }
+      assertThat(runner.connectors().setEnabled("mixed", false)).isTrue();
+      versions.add(version("mixed"));
+      assertThat(versions).doesNotHaveDuplicates().isSorted();
+      org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> runner.connectors().status("mixed").orElseThrow().phase().equals("disabled"));
+      // and an earlier version's insert of a new document (version 1) gets the sequence's next value too
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+        st.execute("insert into queen.connectors (name, kind, document) select 'mixed-copy', kind, document"
+            + " from queen.connectors where name = 'mixed'");
+      }
+      assertThat(version("mixed-copy")).isGreaterThan(versions.get(versions.size() - 1));
+      runner.connectors().delete("mixed-copy");
+    }
+  }
+
   /** Pausing and resuming without the whole document: the sealed password stays, as every other field. */
   @Test
   void setEnabledPausesAndResumesAndKeepsThePassword() throws Exception {

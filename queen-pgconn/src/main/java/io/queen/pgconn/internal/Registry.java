@@ -573,10 +573,46 @@ final class Registry implements Connectors, ConnectorPlugin {
           st.execute("create sequence " + versions);
           st.execute("select setval('" + versions + "', (select coalesce(max(version), 0) + 1 from " + table + "))");
         }
+        ensureVersionTrigger(c, st);
       }
       return null;
     });
     tableReady = true;
+  }
+
+  /**
+   * Makes the table hand out versions itself: a trigger gives every inserted row, and every update that changes the
+   * version, the sequence's next value. This version takes them from the sequence already; a node of a version before it
+   * wrote {@code version + 1} (and 1 for a new row), which during a rolling upgrade met the sequence's values: a put of
+   * each kind stored the same version for different documents, and the nodes kept running the older one (a sink disabled
+   * by one went on writing). Created once, by a role that owns the table; a role that does not is told so, once.
+   */
+  private void ensureVersionTrigger(Connection c, Statement st) throws SQLException {
+    try (ResultSet rs = st.executeQuery("select exists (select 1 from pg_trigger where tgrelid = '" + table
+        + "'::regclass and tgname = 'connectors_next_version')")) {
+      rs.next();
+      if (rs.getBoolean(1)) {
+        return;
+      }
+    }
+    java.sql.Savepoint sp = c.setSavepoint();
+    try {
+      String fn = "\"" + host.schema() + "\".connectors_next_version";
+      st.execute("create or replace function " + fn + "() returns trigger language plpgsql as $f$"
+          + " begin if tg_op = 'INSERT' or new.version is distinct from old.version then"
+          + " new.version := nextval('" + versions + "'); end if; return new; end $f$");
+      st.execute("create trigger connectors_next_version before insert or update on " + table
+          + " for each row execute function " + fn + "()");
+      c.releaseSavepoint(sp);
+    } catch (SQLException e) {
+      c.rollback(sp);
+      if (!"42501".equals(e.getSQLState())) {
+        throw e;
+      }
+      LOG.warn("{} - the connectors table has no version trigger and this role may not create it ({}); it matters only"
+          + " while nodes of an earlier version put connectors: have the table's owner start a node once",
+          host.nodeId(), host.describe(e));
+    }
   }
 
 }
