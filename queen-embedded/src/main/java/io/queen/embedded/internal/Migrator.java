@@ -36,7 +36,8 @@ public final class Migrator {
       "V35__ack_without_join.sql", "V36__push_without_joins.sql",
       "V37__push_linear_lookups.sql", "V38__kv_write_many_linear.sql",
       "V39__lease_probes_driven_by_items.sql",
-      "V40__pop_never_takes_its_own_leases.sql", "V41__kv_versions_never_repeat.sql");
+      "V40__pop_never_takes_its_own_leases.sql", "V41__kv_versions_never_repeat.sql",
+      "V42__kv_versions_rollout.sql");
   private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
 
   private Migrator() {}
@@ -113,12 +114,20 @@ public final class Migrator {
           }
         }
       }
-      try (PreparedStatement ps = c.prepareStatement("select count(*) from " + table + " where version = any(?)")) {
+      try (PreparedStatement ps = c.prepareStatement("select count(*) filter (where version = any(?)), max(version)"
+          + " from " + table)) {
         Integer[] versions = MIGRATIONS.stream().map(f -> Integer.parseInt(f.substring(1, f.indexOf("__"))))
             .toArray(Integer[]::new);
         ps.setArray(1, c.createArrayOf("int4", versions));
         try (ResultSet rs = ps.executeQuery()) {
           rs.next();
+          int newest = versions[versions.length - 1];
+          if (rs.getInt(2) > newest) {
+            // a node of a newer version migrated it: this one runs on it, and an operator midway through a rolling
+            // upgrade wants to know which nodes are behind
+            LOG.warn("schema {} is at V{}, newer than this node's V{} (Queen {}): a node of a newer version migrated it;"
+                + " upgrade this one", schema, rs.getInt(2), newest, io.queen.Queen.version());
+          }
           return rs.getInt(1) == versions.length;
         }
       }

@@ -1,0 +1,44 @@
+-- What V41's sequence of KV versions left open while a cluster is upgraded (a rolling upgrade campaign found both).
+--
+-- 1. Privileges. V41 created ${schema}.kv_versions, and every KV write draws from it. Where the application runs as a
+--    role that does not own Queen's schema (it was granted the tables and sequences that existed), every kv_put,
+--    kv_incr and kv_write_many of every node, old and new, failed with "permission denied for sequence kv_versions"
+--    from the moment V41 committed until someone granted it by hand. Here every role that may insert into or update
+--    ${schema}.kv (PUBLIC included) is granted the sequence: the migrating role owns it, so it may.
+--
+-- 2. Markers of the previous version. A node of the version before V41, still running during the rollout, writes its
+--    once() markers with a plain INSERT of the literal version 1 (V41's margin keeps its kv_put from the sequence's
+--    range, not this). A marker key deleted and created again that way came back at version 1, a version a client may
+--    hold from the key's first life. A trigger gives such a row the sequence's next value instead; its WHEN clause is
+--    tested in the executor, without calling the function, so the writes of this version (never version 1, except the
+--    very first on an empty store, which the trigger moves on harmlessly) pay nothing for it.
+
+do $grants$
+declare
+  r record;
+begin
+  for r in
+    select distinct case when a.grantee = 0 then 'public' else quote_ident(g.rolname) end as who
+      from pg_class c
+      cross join lateral aclexplode(c.relacl) a
+      left join pg_roles g on g.oid = a.grantee
+     where c.oid = '${schema}.kv'::regclass
+       and a.privilege_type in ('INSERT', 'UPDATE')
+       and a.grantee <> c.relowner
+  loop
+    execute format('grant usage, select, update on sequence %s.kv_versions to %s', '${schema}', r.who);
+  end loop;
+end
+$grants$;
+
+create function ${schema}.kv_version_from_sequence() returns trigger
+language plpgsql
+as $$
+begin
+  new.version := nextval('${schema}.kv_versions');
+  return new;
+end
+$$;
+
+create trigger kv_version_from_sequence before insert on ${schema}.kv
+  for each row when (new.version = 1) execute function ${schema}.kv_version_from_sequence();
