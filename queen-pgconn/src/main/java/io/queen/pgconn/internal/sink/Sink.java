@@ -141,8 +141,8 @@ public final class Sink {
     try (Connection c = open()) {
       c.setAutoCommit(false);
       ensureProgressTable(c);
-      recordEarlierDeadLetters(c);
       table = spec.table() != null ? TargetTable.check(c, spec) : null;
+      recordEarlierDeadLetters(c);
       shapeReadAt = System.nanoTime();
       shapeStale = false;
       rowSql.clear();
@@ -345,21 +345,31 @@ public final class Sink {
    * the progress row past it, recording nothing). Without this, such a dead letter redriven after an upgrade came back
    * at or below the progress row and was taken for applied: acknowledged, out of the dead-letter queue, never written,
    * without a word. A sink's group has no other dead letters (its expired leases count no attempt), so each is a message
-   * the sink did not apply. One read of the group's dead letters per start; nothing is written when it has none.
+   * the sink did not apply. One count of the group's dead letters per start, and a read of them when there are any.
    */
   private void recordEarlierDeadLetters(Connection c) throws SQLException {
     List<Object> pids = new ArrayList<>();
     List<Object> offsets = new ArrayList<>();
     List<Object> errors = new ArrayList<>();
-    io.queen.DeadLetters.Query dlq = host.queen().deadLetters(spec.queue()).group("pg-" + spec.name());
-    Long after = null;
-    for (List<io.queen.DeadLetter> page = dlq.list(1000, null); !page.isEmpty(); page = dlq.list(1000, after)) {
-      for (io.queen.DeadLetter d : page) {
-        pids.add(d.partitionId());
-        offsets.add(d.offset());
-        errors.add(d.error() == null ? "" : d.error());
-        after = d.id();
+    try {
+      io.queen.DeadLetters.Query dlq = host.queen().deadLetters(spec.queue()).group(spec.consumerGroup());
+      if (dlq.count() == 0) {
+        return; // the usual case: one count
       }
+      Long after = null;
+      for (List<io.queen.DeadLetter> page = dlq.list(1000, null); !page.isEmpty(); page = dlq.list(1000, after)) {
+        for (io.queen.DeadLetter d : page) {
+          pids.add(d.partitionId());
+          offsets.add(d.offset());
+          errors.add(d.error() == null ? "" : d.error());
+          after = d.id();
+        }
+      }
+    } catch (RuntimeException e) {
+      // Queen's database out of reach for a moment: the sink starts anyway, and its next start records them
+      LOG.warn("{} - sink '{}': could not read its dead letters to record those an earlier version made ({}); tried"
+          + " again at its next start", host.nodeId(), spec.name(), host.describe(e));
+      return;
     }
     if (pids.isEmpty()) {
       return;

@@ -56,6 +56,9 @@ final class SourceConnections {
       return new SourceConnections(url, cn.user(), password, cn.sslMode(), app);
     }
     try {
+      if (!(queens instanceof HikariDataSource) && queens.isWrapperFor(HikariDataSource.class)) {
+        queens = queens.unwrap(HikariDataSource.class); // Queen's READ COMMITTED wrapper of the application's pool
+      }
       if (queens instanceof HikariDataSource h) {
         if (h.getJdbcUrl() != null) {
           return new SourceConnections(h.getJdbcUrl(), h.getUsername(), h.getPassword(), null, app);
