@@ -18,8 +18,8 @@ import org.slf4j.LoggerFactory;
  * SERIALIZABLE the whole call reads one snapshot taken before it waited, so a pushed message could be stored with no
  * consumer flagged (never delivered, lag 0), and two nodes starting together could both migrate. A pool or database
  * that defaults to a stricter level ({@code transactionIsolation} of HikariCP, {@code default_transaction_isolation})
- * is therefore wrapped: each connection Queen borrows is set to READ COMMITTED (the pool puts its own level back when
- * the connection returns). The pool Queen opens itself ({@code jdbcUrl}) is created at READ COMMITTED.
+ * is therefore wrapped: each connection Queen borrows is set to READ COMMITTED (HikariCP puts its own level back when
+ * the connection returns; a pool that does not leaves it at READ COMMITTED for its next borrower). The pool Queen opens itself ({@code jdbcUrl}) is created at READ COMMITTED.
  */
 public final class ReadCommitted implements DataSource {
   private static final org.slf4j.Logger LOG = LoggerFactory.getLogger(ReadCommitted.class);
@@ -29,7 +29,10 @@ public final class ReadCommitted implements DataSource {
     this.delegate = delegate;
   }
 
-  /** {@code ds} itself when its connections default to READ COMMITTED, else a wrapper that sets it on each borrow. */
+  /**
+   * {@code ds} itself when its connections default to READ COMMITTED (or READ UNCOMMITTED, which PostgreSQL runs as
+   * READ COMMITTED), else a wrapper that sets it on each borrow.
+   */
   static DataSource ensure(DataSource ds, String node) {
     int level;
     try (Connection c = ds.getConnection()) {
@@ -37,8 +40,8 @@ public final class ReadCommitted implements DataSource {
     } catch (SQLException e) {
       throw Sql.translate("start", e);
     }
-    if (level == Connection.TRANSACTION_READ_COMMITTED) {
-      return ds;
+    if (level == Connection.TRANSACTION_READ_COMMITTED || level == Connection.TRANSACTION_READ_UNCOMMITTED) {
+      return ds; // PostgreSQL runs READ UNCOMMITTED as READ COMMITTED
     }
     LOG.warn("{} - the DataSource's connections default to {}; Queen's statements need READ COMMITTED (under a stricter"
         + " level a pushed message could be left undelivered), so Queen sets it on every connection it borrows, at the"

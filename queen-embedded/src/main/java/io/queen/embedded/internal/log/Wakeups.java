@@ -264,16 +264,35 @@ public final class Wakeups implements AutoCloseable {
     return signals.computeIfAbsent(queue, q -> new Signal());
   }
 
+  /** Runs before the listener's connection goes back to the pool (resources close in reverse order). */
+  private interface GivenBack extends AutoCloseable {
+    @Override
+    void close();
+  }
+
+  /**
+   * The listener's connection goes back to the application's pool as it came, however the loop ended: not listening
+   * (its notifications would pile up in the driver of whoever borrows it next), with the role's idle_session_timeout.
+   */
+  private static void giveBack(Connection c) {
+    try (Statement st = c.createStatement()) {
+      st.execute("UNLISTEN *");
+      st.execute("select set_config(name, reset_val, false) from pg_settings where name = 'idle_session_timeout'");
+    } catch (SQLException | RuntimeException ignored) {
+      // broken: the pool discards it
+    }
+  }
+
   private void listenLoop() {
     long backoff = 100;
     long lostSince = 0; // System.nanoTime() when the connection was lost, 0 while listening
     while (running) {
-      try (Connection c = ds.getConnection()) {
+      try (Connection c = ds.getConnection(); GivenBack ignored = () -> giveBack(c)) {
         c.setAutoCommit(true);
         try (Statement st = c.createStatement()) {
-          st.execute("LISTEN " + Sql.quoteIdent(channel));
           // the connection sits idle between notifications: a role's idle_session_timeout would end it every time
           st.execute("select set_config(name, '0', false) from pg_settings where name = 'idle_session_timeout'");
+          st.execute("LISTEN " + Sql.quoteIdent(channel));
         }
         listenConnection = c;
         PGConnection pg = c.unwrap(PGConnection.class);
@@ -292,14 +311,6 @@ public final class Wakeups implements AutoCloseable {
               onNotification(n.getParameter());
             }
           }
-        }
-        // back to the application's pool as it came: not listening (its notifications would pile up in the driver of
-        // whoever borrows it next), and with the role's idle_session_timeout
-        try (Statement st = c.createStatement()) {
-          st.execute("UNLISTEN *");
-          st.execute("select set_config(name, reset_val, false) from pg_settings where name = 'idle_session_timeout'");
-        } catch (SQLException ignored) {
-          // broken: the pool discards it
         }
       } catch (SQLException | RuntimeException e) {
         listenConnection = null;

@@ -79,8 +79,12 @@ public final class GroupWatch implements Runnable {
       Sql.autoCommit(ds, "retention state", c -> {
         try (PreparedStatement st = c.prepareStatement(stateSql); ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
-            queues.add(rs.getString(1));
-            metrics.retentionState(rs.getString(1), rs.getDouble(2), rs.getString(3));
+            String queue = rs.getString(1);
+            String heldBy = rs.getString(3);
+            queues.add(queue);
+            // a group deleted since the last retention pass still names itself there: it holds nothing back now
+            metrics.retentionState(queue, rs.getDouble(2), heldBy != null && seen.contains(queue + '\u0000' + heldBy)
+                ? heldBy : null);
           }
         }
         return null;

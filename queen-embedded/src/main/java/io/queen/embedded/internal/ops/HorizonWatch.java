@@ -22,9 +22,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>What it sees: {@code pg_stat_activity} (a session with a transaction id, or a snapshot, and an open transaction)
  * and {@code pg_prepared_xacts}, of Queen's database only (a transaction in another database does not hold back the
- * removal of this one's rows). How long a session has held the horizon is taken from its transaction's start when it
- * has a transaction id or sits between statements, else from its running statement's start (a read-committed
- * statement's snapshot). A role without {@code pg_read_all_stats} sees only its own role's sessions. A standby's
+ * removal of this one's rows), client sessions only (autovacuum's snapshot does not count, and a parallel worker is its
+ * leader's). How long a session has held the horizon is taken from its transaction's start: exact for a transaction
+ * with an id and for a repeatable-read one ({@code pg_dump}, a report), an upper bound for a read-committed transaction
+ * that only reads, whose statements each take a fresh snapshot (such a session is listed only while a statement runs). A role without {@code pg_read_all_stats} sees only its own role's sessions. A standby's
  * {@code hot_standby_feedback} (a physical slot's {@code xmin}) holds the horizon too and is not covered. Runs on the
  * node's janitor thread; {@link #run()} never throws.
  */
@@ -34,12 +35,11 @@ public final class HorizonWatch implements Runnable {
   public static final long PERIOD_MS = 10_000;
 
   static final String SQL = "select pid, coalesce(application_name, '')::text, coalesce(usename::text, ''),"
-      + " coalesce(state, '')::text, extract(epoch from now() - case when backend_xid is not null or state <> 'active'"
-      + "   then xact_start else coalesce(query_start, xact_start) end)::float8 as held,"
+      + " coalesce(state, '')::text, extract(epoch from now() - xact_start)::float8 as held,"
       + " pid::text || '@' || xact_start::text"
       + " from pg_stat_activity"
       + " where (backend_xid is not null or backend_xmin is not null) and xact_start is not null"
-      + "   and pid <> pg_backend_pid() and datname = current_database()"
+      + "   and backend_type = 'client backend' and pid <> pg_backend_pid() and datname = current_database()"
       + " union all"
       + " select null, gid, owner::text, 'prepared', extract(epoch from now() - prepared)::float8, 'prepared:' || gid"
       + " from pg_prepared_xacts where database = current_database()"

@@ -275,7 +275,7 @@ public final class TransactionImpl implements Transaction {
             + " use commit() to let Queen own the transaction");
       }
       int level = connection.getTransactionIsolation();
-      if (level != Connection.TRANSACTION_READ_COMMITTED) {
+      if (level != Connection.TRANSACTION_READ_COMMITTED && level != Connection.TRANSACTION_READ_UNCOMMITTED) {
         // one snapshot for the whole transaction: a push could miss an acknowledgement that committed while it waited
         // for its partition and leave its message undelivered (ReadCommitted explains it)
         throw new IllegalStateException("commit(Connection) needs the caller's transaction at READ COMMITTED, and it is"

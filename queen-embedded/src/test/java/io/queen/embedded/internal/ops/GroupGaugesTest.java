@@ -102,7 +102,7 @@ class GroupGaugesTest {
       queen.queue("gone").group("slow").subscription(SubscriptionMode.ALL).batch(1).partitions(1).pop(); // subscribes
       queen.queue("kept").group("slow").subscription(SubscriptionMode.ALL).batch(1).partitions(1).pop();
       try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
-          "update queen.messages set created_at = created_at - interval '10 minutes'")) {
+          "update queen.messages set created_at = created_at - interval '2 days'")) {
         st.executeUpdate();
       }
       queen.queue("gone").push(Map.of("i", 2));
@@ -111,12 +111,16 @@ class GroupGaugesTest {
       node.watchGroupsNow();
       assertThat(registry.get("queen.group.pending.alert").tag("queue", "gone").tag("group", "slow").gauge().value())
           .isEqualTo(1.0);
+      assertThat(registry.get("queen.retention.holding").tag("queue", "gone").tag("group", "slow").gauge().value())
+          .as("slow holds the queue back").isEqualTo(1.0);
       assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNotNull();
 
       queen.queue("gone").group("slow").delete();
       node.watchGroupsNow();
       assertThat(registry.find("queen.group.pending.alert").tag("queue", "gone").tag("group", "slow").gauge()).isNull();
       assertThat(registry.find("queen.group.lag").tag("queue", "gone").tag("group", "slow").gauge()).isNull();
+      // the retention state still names the deleted group until the next retention pass: it holds nothing now
+      assertThat(registry.find("queen.retention.holding").tag("queue", "gone").tag("group", "slow").gauge()).isNull();
       assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNotNull(); // queue kept
 
       queen.queue("gone").delete();

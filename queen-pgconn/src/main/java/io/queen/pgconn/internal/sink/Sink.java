@@ -167,7 +167,7 @@ public final class Sink {
       fail(e.code, e.getMessage());
       return;
     } catch (SQLException e) {
-      ErrorCode login = ErrorCode.ofLogin(e, password != null);
+      ErrorCode login = ErrorCode.ofLogin(e, password != null || spec.connection() == null);
       ErrorCode code = login != null ? login : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.PROGRESS_TABLE;
       fail(code, code.fix() + " (" + host.describe(e) + ")");
       return;

@@ -432,7 +432,9 @@ public final class Source {
 
   private void failed(Exception e) {
     // a failure that passes is a connection (or Queen's database) out of reach; any other is a refused statement
-    ErrorCode login = e instanceof SQLException se ? ErrorCode.ofLogin(se, password != null) : null;
+    // without a connection block the source logs in as Queen's pool does: whether that has a password is not known here
+    ErrorCode login = e instanceof SQLException se
+        ? ErrorCode.ofLogin(se, password != null || spec.connection() == null) : null;
     ErrorCode code = login != null ? login : host.isTransient(e) ? ErrorCode.CONNECT_FAILED : ErrorCode.SETUP_FAILED;
     error(code, host.describe(e));
   }
