@@ -34,6 +34,8 @@ public final class MicrometerMetrics implements Metrics {
   /** The gauges this node registered, by name, queue and group: removed when their group or queue goes, or at close. */
   private final Map<String, Held> gauges = new ConcurrentHashMap<>();
   private volatile Gauge listenerGauge;
+  /** Set by {@link #close()} before it removes the gauges: one registered by a janitor pass running meanwhile goes too. */
+  private volatile boolean closed;
 
   /** Meters that go to {@code registry} (a Micrometer {@code MeterRegistry}) and to any added later. */
   public MicrometerMetrics(Object registry) {
@@ -136,11 +138,15 @@ public final class MicrometerMetrics implements Metrics {
   }
 
   private AtomicDouble nodeGauge(String name, String unit, String description) {
-    return gauges.computeIfAbsent(name, k -> {
-      AtomicDouble v = new AtomicDouble();
-      return new Held(v, Gauge.builder(name, v, AtomicDouble::get).baseUnit(unit).description(description)
+    AtomicDouble v = gauges.computeIfAbsent(name, k -> {
+      AtomicDouble d = new AtomicDouble();
+      return new Held(d, Gauge.builder(name, d, AtomicDouble::get).baseUnit(unit).description(description)
           .register(registry));
     }).value;
+    if (closed) {
+      remove(name);
+    }
+    return v;
   }
 
   @Override
@@ -199,6 +205,7 @@ public final class MicrometerMetrics implements Metrics {
 
   @Override
   public void close() {
+    closed = true;
     for (String key : List.copyOf(gauges.keySet())) {
       remove(key);
     }
@@ -216,11 +223,16 @@ public final class MicrometerMetrics implements Metrics {
   }
 
   private AtomicDouble gauge(String name, String queue, String group, String unit) {
-    return gauges.computeIfAbsent(name + '\u0000' + queue + '\u0000' + group, k -> {
-      AtomicDouble v = new AtomicDouble();
+    String key = name + '\u0000' + queue + '\u0000' + group;
+    AtomicDouble v = gauges.computeIfAbsent(key, k -> {
+      AtomicDouble d = new AtomicDouble();
       Iterable<Tag> tags = group == null ? Tags.of("queue", queue) : Tags.of("queue", queue, "group", group);
-      return new Held(v, Gauge.builder(name, v, AtomicDouble::get).tags(tags).baseUnit(unit).register(registry));
+      return new Held(d, Gauge.builder(name, d, AtomicDouble::get).tags(tags).baseUnit(unit).register(registry));
     }).value;
+    if (closed) {
+      remove(key);
+    }
+    return v;
   }
 
   /** A gauge's value and the gauge, which its removal needs. */
