@@ -68,7 +68,7 @@ class IsolationTest {
       }
       Future<List<PushResult>> push2 = ex.submit((Callable<List<PushResult>>) () ->
           q.queue("s").push(List.of(PushItem.of("p", Map.of("n", 2)))));
-      Thread.sleep(500);
+      LockWaiters.awaitWaiting(db.dataSource(), "%push%", 1, push2::isDone);
       assertThat(push2.isDone()).as("the push waits for the partition").isFalse();
       assertThat(q.ack(m1.get(0)).success()).isTrue(); // drains the partition while the push waits
       x.commit();
