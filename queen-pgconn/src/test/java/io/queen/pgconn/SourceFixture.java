@@ -56,6 +56,23 @@ final class SourceFixture {
     }
   }
 
+  /**
+   * Drops a replication slot by hand, as an operator would: terminates the walsender holding it and drops it, again
+   * until the owner has not taken it back in between (up to 20 s).
+   */
+  void dropSlotByHand(String slot) {
+    await().atMost(java.time.Duration.ofSeconds(20)).pollInterval(java.time.Duration.ofMillis(20)).until(() -> {
+      sql("select pg_terminate_backend(active_pid) from pg_replication_slots where slot_name = '" + slot + "'"
+          + " and active_pid is not null");
+      try {
+        sql("select pg_drop_replication_slot('" + slot + "')");
+        return true;
+      } catch (SQLException e) {
+        return false; // still active: try again
+      }
+    });
+  }
+
   List<String> rows(String query) throws SQLException {
     List<String> out = new ArrayList<>();
     try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(query)) {

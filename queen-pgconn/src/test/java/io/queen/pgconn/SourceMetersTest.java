@@ -87,16 +87,7 @@ class SourceMetersTest {
       assertThat(gauge(standby, "queen.pg.source.lag.seconds")).isNaN();
 
       // the slot dropped by hand: the source stops (slot_lost) and the owner's gauges stop showing the last reading
-      await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(20)).until(() -> {
-        f.sql("select pg_terminate_backend(active_pid) from pg_replication_slots where slot_name = 'queen_metered_src'"
-            + " and active_pid is not null");
-        try {
-          f.sql("select pg_drop_replication_slot('queen_metered_src')");
-          return true;
-        } catch (java.sql.SQLException e) {
-          return false; // still active: try again
-        }
-      });
+      f.dropSlotByHand("queen_metered_src");
       await().atMost(Duration.ofSeconds(20)).until(() -> "slot_lost".equals(status(own, "metered-src").errorCode()));
       assertThat(gauge(r, "queen.pg.source.slot.lag.bytes")).isNaN();
       assertThat(gauge(r, "queen.pg.source.lag.seconds")).isNaN();

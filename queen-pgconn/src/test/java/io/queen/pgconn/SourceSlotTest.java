@@ -71,16 +71,7 @@ class SourceSlotTest {
     String oldEpoch = epoch(reader.all().get(0));
 
     // the walsender terminated, then the slot dropped before the owner reconnects
-    await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(20)).until(() -> {
-      f.sql("select pg_terminate_backend(active_pid) from pg_replication_slots where slot_name = 'queen_lost_src'"
-          + " and active_pid is not null");
-      try {
-        f.sql("select pg_drop_replication_slot('queen_lost_src')");
-        return true;
-      } catch (java.sql.SQLException e) {
-        return false; // still active: try again
-      }
-    });
+    f.dropSlotByHand("queen_lost_src");
     awaitPhase(queen, "lost-src", "error", Duration.ofSeconds(20));
     ConnectorStatus s = status(queen, "lost-src");
     assertThat(s.errorCode()).isEqualTo("slot_lost");
