@@ -545,8 +545,10 @@ public final class Source {
         }
       }
       hook = h;
+      // read at each start: a synchronized_standby_slots changed since counts from the next start
+      StandbyGate gate = StandbyGate.of(host.dataSource(), host.nodeId() + " - source '" + spec.name() + "'");
       Connection repl = conns.replication(codec);
-      Stream s = new Stream(this, spec, codec, host.queen(), host.mapper(), normal, repl, h, pointer, pv);
+      Stream s = new Stream(this, spec, codec, host.queen(), host.mapper(), normal, repl, h, pointer, pv, gate);
       try {
         s.start((role, r) -> host.newThread("pg-" + spec.name() + "-" + role, r));
       } catch (SQLException e) {

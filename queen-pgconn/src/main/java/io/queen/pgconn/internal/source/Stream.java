@@ -43,7 +43,8 @@ import org.slf4j.LoggerFactory;
  * those in the order they were built, each with the pointer write ({@code expect} = the version this owner last
  * wrote), so the committer builds the next bundle while the database works on the one before (at most one waits).
  * Only after a commit does the pusher publish the transaction's end LSN, which the I/O thread confirms (never
- * backwards). Changes at or below the pointer (by commit LSN and ordinal) are dropped; the committer judges that
+ * backwards); with {@code synchronized_standby_slots} set in Queen's database, only once the standbys it names have
+ * that commit too ({@link StandbyGate}). Changes at or below the pointer (by commit LSN and ordinal) are dropped; the committer judges that
  * against the pointer as it will be once everything it handed over is committed ({@code planned}), which is the
  * pointer Queen holds whenever nothing is in flight. A failure ends all three threads (what was built and not
  * committed is dropped; the pointer did not move for it); {@link #failure()} says why, and the owner starts a new
@@ -118,7 +119,10 @@ final class Stream {
   /** Decoded bytes the committer has not taken yet, in KiB; see {@link #permits}. */
   private final Semaphore budget;
   private final int budgetKib;
+  /** What the I/O thread may confirm: Queen holds it (and, with a gate, the standbys hold Queen's commit of it). */
   private final AtomicLong confirm = new AtomicLong();
+  /** Holds confirmations until the failover standbys have Queen's commit of them; null: none named. */
+  private final StandbyGate gate;
   private final AtomicReference<Failure> failure = new AtomicReference<>();
   private volatile boolean stopping;
   private volatile boolean committerIdle = true;
@@ -153,7 +157,7 @@ final class Stream {
   private boolean checkedThisBundle;
 
   Stream(Source source, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
-      Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion) {
+      Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion, StandbyGate gate) {
     this.source = source;
     this.spec = spec;
     this.codec = codec;
@@ -166,7 +170,9 @@ final class Stream {
     this.planned = pointer;
     this.pointerVersion = pointerVersion;
     this.pointerKey = Lease.pointerKey(spec.name());
-    this.confirm.set(pointer.flush());
+    this.gate = gate;
+    // with a gate even the pointer is confirmed once the standbys have it: its commit may not have reached them
+    this.confirm.set(gate == null ? pointer.flush() : 0);
     this.budgetKib = (int) Math.min(Integer.MAX_VALUE / 2, 2L * spec.maxBundleBytes() / 1024);
     this.budget = new Semaphore(budgetKib);
   }
@@ -192,10 +198,14 @@ final class Stream {
         .withStatusInterval(5, TimeUnit.SECONDS)
         .withAutomaticFlush(false)
         .start();
-    LogSequenceNumber flushed = LogSequenceNumber.valueOf(pointer.flush());
-    stream.setFlushedLSN(flushed);
-    stream.setAppliedLSN(flushed);
-    stream.forceUpdateStatus();
+    if (gate == null) {
+      LogSequenceNumber flushed = LogSequenceNumber.valueOf(pointer.flush());
+      stream.setFlushedLSN(flushed);
+      stream.setAppliedLSN(flushed);
+      stream.forceUpdateStatus();
+    } else {
+      confirmed(gate.committed(pointer.flush())); // before the pusher starts: the gate is its alone from then on
+    }
     io = threads.apply("io", this::readLoop);
     committer = threads.apply("commit", this::commitLoop);
     pusher = threads.apply("push", this::pushLoop);
@@ -836,11 +846,13 @@ final class Stream {
         Ready r = ready.poll(200, TimeUnit.MILLISECONDS);
         if (r != null) {
           commit(r);
+        } else if (gate != null && gate.holding()) {
+          confirmed(gate.poll());
         }
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } catch (RuntimeException | Error e) {
+    } catch (SQLException | RuntimeException | Error e) {
       if (!stopping) {
         fail(Kind.BROKEN, e);
       }
@@ -852,8 +864,15 @@ final class Stream {
     }
   }
 
+  /** Lets the I/O thread confirm {@code flush} (never backwards); {@link StandbyGate#NONE}: nothing new. */
+  private void confirmed(long flush) {
+    if (flush != StandbyGate.NONE) {
+      confirm.accumulateAndGet(flush, (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
+    }
+  }
+
   /** One Queen transaction: the events and the pointer ({@code expect}), then the confirmation. */
-  private void commit(Ready ready) {
+  private void commit(Ready ready) throws SQLException {
     Transaction tx = ready.tx();
     tx.put(Lease.NAMESPACE, pointerKey, ready.pointerJson(), Kv.forever().expect(pointerVersion).required());
     CommitResult r = tx.commit();
@@ -866,7 +885,12 @@ final class Stream {
     Pointer next = ready.next();
     pointer = next;
     // flush is always safe to confirm: a piece short of its transaction's end keeps the previous one
-    confirm.accumulateAndGet(next.flush(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
+    if (gate == null) {
+      confirmed(next.flush());
+    } else {
+      // on failure: committed and not confirmed; the next start holds the pointer's flush until the standbys have it
+      confirmed(gate.committed(next.flush()));
+    }
     if (ready.snapshotRows() > 0) {
       source.snapshotRows(ready.snapshotRows());
     }

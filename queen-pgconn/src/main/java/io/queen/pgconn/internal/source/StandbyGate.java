@@ -1,0 +1,174 @@
+package io.queen.pgconn.internal.source;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Holds a source's confirmations back until Queen's commit that recorded them is on the standbys that
+ * {@code synchronized_standby_slots} names in Queen's database (PostgreSQL 17).
+ *
+ * <p>Why: PostgreSQL synchronises a failover slot's position to a standby once the standby has the WAL up to that
+ * position, but the source confirms a change only after Queen committed it, and that commit comes later in the WAL
+ * than the change. A standby that had the change and not yet Queen's commit of it could get the slot's new position,
+ * and after a failover to it the slot would be past a change the queue there does not hold: the source would stop
+ * with {@code slot_ahead} and need a resync. With the gate the slot moves only as far as the standbys hold Queen's
+ * pointer, so after a failover the slot is at or behind the pointer and the source goes on; what it reads again at
+ * or below the pointer it drops, as after any restart. The same holds when Queen's database is not the source's and
+ * it is Queen's database that fails over: its lost commits are then streamed again.
+ *
+ * <p>Without the setting nothing is held (the standbys Queen's database has, if any, are not failover candidates the
+ * operator named). A named slot that is missing, invalidated or behind holds every confirmation, as PostgreSQL itself
+ * holds back a failover slot's changes then; the slot keeps its WAL meanwhile, and after {@link #WARN_AFTER_NANOS}
+ * without progress one WARN says so (and an INFO when confirmations go on). Used by the stream's pusher thread only.
+ */
+final class StandbyGate {
+  private static final Logger LOG = LoggerFactory.getLogger(StandbyGate.class);
+  /** Confirmations held this long get a WARN (and their release an INFO). */
+  static final long WARN_AFTER_NANOS = 60_000_000_000L;
+  /** Commits held at most; past it the newest stands in for the one before (it releases later, never sooner). */
+  private static final int MAX_HELD = 256;
+  /** Nothing to confirm. */
+  static final long NONE = -1;
+
+  private static final String LEVEL = "select (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8,"
+      + " (select (min(restart_lsn) - '0/0'::pg_lsn)::int8 from pg_replication_slots"
+      + "   where slot_type = 'physical' and slot_name = any(?) and invalidation_reason is null),"
+      + " (select count(*) from pg_replication_slots"
+      + "   where slot_type = 'physical' and slot_name = any(?) and restart_lsn is not null"
+      + "   and invalidation_reason is null)";
+
+  private final DataSource queenDb;
+  private final String[] slots;
+  private final String who;
+  private final long warnAfterNanos;
+  /** {flush to confirm, Queen's WAL position after the commit that recorded it}, both ascending. */
+  private final ArrayDeque<long[]> held = new ArrayDeque<>();
+  private long heldSince;
+  private boolean warned;
+
+  private StandbyGate(DataSource queenDb, List<String> slots, String who, long warnAfterNanos) {
+    this.queenDb = queenDb;
+    this.slots = slots.toArray(new String[0]);
+    this.who = who;
+    this.warnAfterNanos = warnAfterNanos;
+  }
+
+  /** A gate on the named physical slots, whatever the setting says (tests). */
+  static StandbyGate forSlots(DataSource queenDb, List<String> slots, String who, long warnAfterNanos) {
+    return new StandbyGate(queenDb, slots, who, warnAfterNanos);
+  }
+
+  /**
+   * The gate for Queen's database as {@code synchronized_standby_slots} is set there now, or {@code null} when it
+   * names no slot (or the server predates the setting).
+   */
+  static StandbyGate of(DataSource queenDb, String who) throws SQLException {
+    String setting;
+    try (Connection c = queenDb.getConnection();
+        PreparedStatement st = c.prepareStatement("select current_setting('synchronized_standby_slots', true)");
+        ResultSet rs = st.executeQuery()) {
+      rs.next();
+      setting = rs.getString(1);
+    }
+    List<String> slots = parse(setting);
+    return slots.isEmpty() ? null : new StandbyGate(queenDb, slots, who, WARN_AFTER_NANOS);
+  }
+
+  /** The slot names of a {@code synchronized_standby_slots} value (a comma-separated list, names maybe quoted). */
+  static List<String> parse(String setting) {
+    List<String> out = new ArrayList<>();
+    if (setting == null) {
+      return out;
+    }
+    for (String part : setting.split(",")) {
+      String name = part.trim();
+      if (name.length() >= 2 && name.startsWith("\"") && name.endsWith("\"")) {
+        name = name.substring(1, name.length() - 1).replace("\"\"", "\"");
+      }
+      if (!name.isEmpty()) {
+        out.add(name);
+      }
+    }
+    return out;
+  }
+
+  /** The slots the gate waits for. */
+  List<String> slots() {
+    return List.of(slots);
+  }
+
+  /**
+   * Queen has committed the pointer at {@code flush}: holds it until the standbys have that commit, and returns the
+   * highest flush that may be confirmed now ({@link #NONE} when none).
+   */
+  long committed(long flush) throws SQLException {
+    long[] level = level();
+    if (held.isEmpty()) {
+      heldSince = System.nanoTime();
+    }
+    if (held.size() >= MAX_HELD) {
+      held.pollLast();
+    }
+    held.addLast(new long[] {flush, level[0]});
+    return release(level[1]);
+  }
+
+  /** Whether a confirmation waits for the standbys. */
+  boolean holding() {
+    return !held.isEmpty();
+  }
+
+  /** Asks the standbys again; the highest flush that may be confirmed now, or {@link #NONE}. */
+  long poll() throws SQLException {
+    return held.isEmpty() ? NONE : release(level()[1]);
+  }
+
+  /** {Queen's WAL position now, the lowest position every named standby has, or -1 while one lacks a slot}. */
+  private long[] level() throws SQLException {
+    try (Connection c = queenDb.getConnection(); PreparedStatement st = c.prepareStatement(LEVEL)) {
+      java.sql.Array names = c.createArrayOf("text", slots);
+      st.setArray(1, names);
+      st.setArray(2, names);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        long now = rs.getLong(1);
+        long min = rs.getLong(2);
+        boolean all = !rs.wasNull() && rs.getLong(3) == slots.length;
+        return new long[] {now, all ? min : -1};
+      }
+    }
+  }
+
+  private long release(long standbys) {
+    long ok = NONE;
+    while (!held.isEmpty() && standbys >= 0 && Long.compareUnsigned(held.peekFirst()[1], standbys) <= 0) {
+      ok = held.pollFirst()[0];
+    }
+    long now = System.nanoTime();
+    if (ok != NONE) {
+      if (warned) {
+        warned = false;
+        LOG.info("{}: the standby slot(s) {} of synchronized_standby_slots have Queen's commits again; confirming to"
+            + " the replication slot again after about {} s", who, String.join(", ", slots),
+            (now - heldSince) / 1_000_000_000L);
+      }
+      heldSince = now;
+    } else if (!held.isEmpty() && !warned && now - heldSince > warnAfterNanos) {
+      warned = true;
+      LOG.warn("{}: the standby slot(s) {} of synchronized_standby_slots have not had Queen's commits for {} s (a"
+          + " standby down, behind, or a slot missing or invalidated), so the source confirms nothing to its"
+          + " replication slot meanwhile and the slot keeps its WAL: a failover to a standby without them would"
+          + " otherwise leave the slot ahead of the source's pointer", who, String.join(", ", slots),
+          (now - heldSince) / 1_000_000_000L);
+    }
+    return ok;
+  }
+}
