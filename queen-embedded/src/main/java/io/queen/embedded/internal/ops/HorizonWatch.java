@@ -2,9 +2,13 @@ package io.queen.embedded.internal.ops;
 
 import io.queen.embedded.internal.Sql;
 import io.queen.embedded.internal.log.Metrics;
+import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -25,9 +29,15 @@ import org.slf4j.LoggerFactory;
  * removal of this one's rows), client sessions only (autovacuum's snapshot does not count, and a parallel worker is its
  * leader's). How long a session has held the horizon is taken from its transaction's start: exact for a transaction
  * with an id and for a repeatable-read one ({@code pg_dump}, a report), an upper bound for a read-committed transaction
- * that only reads, whose statements each take a fresh snapshot (such a session is listed only while a statement runs). A role without {@code pg_read_all_stats} sees only its own role's sessions. A standby's
- * {@code hot_standby_feedback} (a physical slot's {@code xmin}) holds the horizon too and is not covered. Runs on the
- * node's janitor thread; {@link #run()} never throws.
+ * that only reads, whose statements each take a fresh snapshot (such a session is listed only while a statement runs).
+ * A role without {@code pg_read_all_stats} sees only its own role's sessions.
+ *
+ * <p>A standby with {@code hot_standby_feedback} holds the horizon too, for as long as a query or transaction on it
+ * runs: through its physical slot's {@code xmin}, or its walsender's {@code backend_xmin} when it has no slot
+ * ({@code pg_stat_replication}). PostgreSQL keeps no time for those, so such a holder is timed from when this node
+ * first saw that xmin there and transactions newer than it were started (an idle database, where nothing newer
+ * exists, holds nothing back): a lower bound, which starts again at a node's start. Runs on the node's janitor
+ * thread; {@link #run()} never throws.
  */
 public final class HorizonWatch implements Runnable {
   private static final Logger LOG = LoggerFactory.getLogger(HorizonWatch.class);
@@ -45,6 +55,18 @@ public final class HorizonWatch implements Runnable {
       + " from pg_prepared_xacts where database = current_database()"
       + " order by held desc nulls last limit 1";
 
+  /**
+   * Standbys' feedback: a physical slot's {@code xmin}, or a walsender's without a slot; with how many transaction ids
+   * were started since it ({@code age}), to tell a holder from an idle database.
+   */
+  static final String STANDBYS_SQL = "select 'physical slot ''' || slot_name || '''', xmin::text, age(xmin)"
+      + " from pg_replication_slots where slot_type = 'physical' and xmin is not null"
+      + " union all"
+      + " select 'standby ''' || coalesce(nullif(r.application_name, ''), host(r.client_addr), r.pid::text)"
+      + "   || ''' (no slot)', r.backend_xmin::text, age(r.backend_xmin)"
+      + " from pg_stat_replication r where r.backend_xmin is not null"
+      + "   and not exists (select 1 from pg_replication_slots s where s.active_pid = r.pid)";
+
   private final String node;
   private final DataSource ds;
   private final Metrics metrics;
@@ -54,6 +76,8 @@ public final class HorizonWatch implements Runnable {
   private String warnedWho;
   private double warnedHeld;
   private boolean failing;
+  /** Standbys' feedback seen at the last check, by standby and xmin: {first seen (nanoTime), age then}. */
+  private Map<String, long[]> standbys = new HashMap<>();
 
   public HorizonWatch(String node, DataSource ds, Metrics metrics, Duration warnAfter) {
     this.node = node;
@@ -85,6 +109,10 @@ public final class HorizonWatch implements Runnable {
           return new Holder(rs.getString(6), who, Math.max(0, rs.getDouble(5)));
         }
       });
+      Holder standby = Sql.autoCommit(ds, "xmin horizon", this::oldestStandby);
+      if (standby != null && (h == null || standby.heldSeconds() > h.heldSeconds())) {
+        h = standby;
+      }
       observe(h);
       if (failing) {
         failing = false;
@@ -97,6 +125,31 @@ public final class HorizonWatch implements Runnable {
             PERIOD_MS);
       }
     }
+  }
+
+  /** The standby whose feedback has held the horizon longest, as far as this node saw it, or null. */
+  private Holder oldestStandby(Connection c) throws SQLException {
+    long now = System.nanoTime();
+    Map<String, long[]> seen = new HashMap<>();
+    Holder oldest = null;
+    try (PreparedStatement st = c.prepareStatement(STANDBYS_SQL); ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        String who = rs.getString(1);
+        String key = "standby:" + who + "@" + rs.getString(2);
+        long age = rs.getLong(3);
+        long[] first = standbys.getOrDefault(key, new long[] {now, age});
+        seen.put(key, first);
+        if (age > first[1]) { // transactions newer than its xmin started since: it holds them back
+          double held = (now - first[0]) / 1e9;
+          if (oldest == null || held > oldest.heldSeconds()) {
+            oldest = new Holder(key, "the hot_standby_feedback of " + who + " (a query or transaction on that standby,"
+                + " timed from when this node first saw it; end it there)", held);
+          }
+        }
+      }
+    }
+    standbys = seen;
+    return oldest;
   }
 
   /** Sets the gauge and logs the crossings for what one check found ({@code null}: nothing holds the horizon). */
