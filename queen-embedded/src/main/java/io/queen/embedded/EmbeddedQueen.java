@@ -201,7 +201,8 @@ public final class EmbeddedQueen {
      * are updated on every push, pop and ack, so its calls slow as such a transaction ages (a forgotten {@code BEGIN}, an
      * idle-in-transaction session, a long report, {@code pg_dump}). The age is also the gauge
      * {@code queen.database.horizon.age}. Checked every 10 s on every node; a role without {@code pg_read_all_stats}
-     * sees only its own role's sessions.
+     * sees only its own role's sessions. A standby's {@code hot_standby_feedback} (a query running on a replica) is
+     * named by its physical slot, timed from when the node first saw it hold the horizon.
      */
     public Builder horizonWarnAfter(Duration after) {
       this.horizonWarnAfter = Objects.requireNonNull(after, "horizonWarnAfter must not be null");
