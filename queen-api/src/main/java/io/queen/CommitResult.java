@@ -8,8 +8,8 @@ import java.util.List;
  *
  * <p>When {@code success} is false nothing of the bundle was applied, and the lists hold only the result
  * of the operation that failed it: for {@code KV_PRECONDITION} the failing write's {@link KvWriteResult}
- * (its reason tells EXISTS, ABSENT, VERSION, LIMIT or TYPE), for {@code LEASE_LOST} the results of the
- * failing ack call; the other lists are empty.
+ * (its reason tells EXISTS, ABSENT, VERSION, LIMIT or TYPE), for {@code LEASE_LOST} and {@code ALREADY_ACKED}
+ * the results of the failing ack call; the other lists are empty.
  *
  * @param success whether the bundle committed (or, with {@code commit(Connection)}, was applied)
  * @param reason why it did not, or {@code null}
@@ -33,6 +33,15 @@ public record CommitResult(boolean success, Reason reason, int failedOperation, 
      */
     KV_PRECONDITION,
     /** An ack's lease expired or was taken over: the bundle came from a consumer that no longer owns the message. */
-    LEASE_LOST
+    LEASE_LOST,
+    /**
+     * An ack's message had been acknowledged before this bundle, and the bundle pushes or writes: most often a
+     * consumer that stalled (a long pause, a frozen host) past its lease while another took the partition over and
+     * finished the message, or a bundle committed again after its first commit's outcome was unknown. Its pushes and
+     * writes would repeat effects already made, so nothing of the bundle was applied; {@code acks} holds that ack
+     * call's results. A bundle of acks alone still commits and reports {@code ALREADY_ACKED} per ack, a success; so
+     * does a second ack of a message the same bundle acknowledges.
+     */
+    ALREADY_ACKED
   }
 }

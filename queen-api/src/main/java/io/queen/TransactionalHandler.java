@@ -31,7 +31,9 @@ package io.queen;
  *       as if the handler had thrown, and is retried under the queue's retry rules.
  *   <li>{@link CommitResult.Reason#LEASE_LOST}: another consumer has the partition (this one overran its
  *       lease). Nothing was applied; the loop drops the rest of that partition's batch without counting a
- *       failure ({@link Subscription#leaseLost()}).
+ *       failure ({@link Subscription#leaseLost()}). {@link CommitResult.Reason#ALREADY_ACKED} is the same case
+ *       one step later (the other consumer has finished the message already) and is counted the same way.
+ *       Without a marker too, a consumer that stalled past its lease never commits its effect a second time.
  *   <li>the handler throws: nothing of the bundle is applied and the message fails (attempt counted), as
  *       with {@link MessageHandler}.
  *   <li>the commit fails on a transient database error (connection lost, shutdown): the outcome is

@@ -703,11 +703,13 @@ public final class SubscriptionImpl implements Subscription {
     if (res == null || res.success()) {
       return;
     }
-    if (res.reason() == CommitResult.Reason.LEASE_LOST) {
-      // the partitions whose ack was refused belong to another consumer now; give the others back at once
+    if (lostLease(res)) {
+      // the partitions whose ack was refused belong to another consumer now (ALREADY_ACKED: it has finished the
+      // message already); give the others back at once
+      AckOutcome why = res.reason() == CommitResult.Reason.LEASE_LOST ? AckOutcome.LEASE_LOST : AckOutcome.ALREADY_ACKED;
       Set<Long> lost = new java.util.HashSet<>();
       for (AckResult a : res.acks()) {
-        if (a.outcome() == AckOutcome.LEASE_LOST) {
+        if (a.outcome() == why) {
           lost.add(a.partitionId());
         }
       }
@@ -745,7 +747,7 @@ public final class SubscriptionImpl implements Subscription {
     if (res.success()) {
       return Next.CONTINUE;
     }
-    if (res.reason() == CommitResult.Reason.LEASE_LOST) {
+    if (lostLease(res)) {
       count(leaseLost, "lease_lost", messages.size());
       logLeaseLost(1);
       return Next.STOP;
@@ -818,6 +820,15 @@ public final class SubscriptionImpl implements Subscription {
       }
     }
     return res;
+  }
+
+  /**
+   * Whether the bundle came from a consumer that no longer holds the partition: its lease was refused, or another
+   * consumer took the partition over and has already finished the message (the ack answered ALREADY_ACKED, and the
+   * bundle's effects were kept out).
+   */
+  private static boolean lostLease(CommitResult res) {
+    return res.reason() == CommitResult.Reason.LEASE_LOST || res.reason() == CommitResult.Reason.ALREADY_ACKED;
   }
 
   private static boolean markerExists(CommitResult res) {

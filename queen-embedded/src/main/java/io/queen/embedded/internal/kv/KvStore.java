@@ -270,7 +270,10 @@ public final class KvStore {
     }
   }
 
-  /** What {@link #writeThenAck} did: the writes' results, the acks' results, and "kv", "lease" or null. */
+  /**
+   * What {@link #writeThenAck} did: the writes' results, the acks' results, and "kv", "lease", "done" (an ack's message
+   * was acknowledged before the bundle) or null.
+   */
   public record BundleResult(List<KvWriteResult> writes, List<io.queen.AckResult> acks, String fail) {}
 
   /**
@@ -327,7 +330,7 @@ public final class KvStore {
     return w + n + " select a.idx, a.outcome, case when a.idx = 1 then now() end" + first
         + " from n cross join lateral " + s + ".ack("
         + "case when n.made >= 0 then ?::bigint[] end, ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[]) a"
-        + " where case when a.outcome = 'LEASE_LOST' then " + s + ".bundle_lease_lost() else true end";
+        + " where case when a.outcome in ('LEASE_LOST', 'ALREADY_ACKED') then " + s + ".bundle_lease_lost() else true end";
   }
 
   /**
@@ -335,7 +338,7 @@ public final class KvStore {
    * acks): one plain auto-commit statement, a multi-row insert of the markers and the ack call, with no PL/pgSQL for the
    * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (its version from the
    * store's sequence, the value as stored), or it applies nothing and returns {@code null}: a key had a row (any row: live, expired, or just committed
-   * by a concurrent bundle) or a lease was lost. The caller then runs {@link #writeThenAck}, which says exactly which
+   * by a concurrent bundle), a lease was lost, or a message was acknowledged before the bundle. The caller then runs {@link #writeThenAck}, which says exactly which
    * and why. Call it on an auto-commit connection only.
    */
   public BundleResult markersThenAck(Connection c, List<KvWrite> ws, List<Broker.AckRequest> acks)

@@ -359,7 +359,9 @@ public final class TransactionImpl implements Transaction {
         return false;
       }
     }
-    return true;
+    // the one-call paths fail on any ALREADY_ACKED; a message acked twice in the bundle goes the general way, which
+    // tells its own second ack from one of a message acknowledged before the bundle
+    return !acksAMessageTwice();
   }
 
   private Run applyKvThenAcks(Connection c) throws SQLException {
@@ -392,28 +394,67 @@ public final class TransactionImpl implements Transaction {
       KvWriteResult r = b.writes().get(b.writes().size() - 1);
       run.failure = new CommitResult(false, CommitResult.Reason.KV_PRECONDITION, b.writes().size() - 1, r.value(),
           r.version(), List.of(), List.of(), List.of(r), List.of());
-    } else if ("lease".equals(b.fail())) {
+    } else if ("lease".equals(b.fail()) || "done".equals(b.fail())) {
+      // "done": an ack found its message acknowledged before the bundle (V43); the writes were undone with it
+      AckOutcome why = "lease".equals(b.fail()) ? AckOutcome.LEASE_LOST : AckOutcome.ALREADY_ACKED;
       int failed = -1;
       for (int k = 0; k < b.acks().size() && failed < 0; k++) {
-        if (b.acks().get(k).outcome() == AckOutcome.LEASE_LOST) {
+        if (b.acks().get(k).outcome() == why) {
           failed = owner.get(k);
         }
       }
-      List<AckResult> mine = new ArrayList<>();
-      for (int k = 0; k < b.acks().size(); k++) {
-        if (owner.get(k) == failed) {
-          mine.add(b.acks().get(k));
-        }
-      }
-      run.failure = new CommitResult(false, CommitResult.Reason.LEASE_LOST, failed, null, 0, List.of(),
-          List.copyOf(mine), List.of(), List.of());
+      run.failure = ackFailure(why, failed, b.acks(), owner);
     }
     return run;
+  }
+
+  /** The failure of a bundle whose ack op {@code failed} answered {@code why}, with that op's results. */
+  private static CommitResult ackFailure(AckOutcome why, int failed, List<AckResult> results, List<Integer> owner) {
+    List<AckResult> mine = new ArrayList<>();
+    for (int k = 0; k < results.size(); k++) {
+      if (owner.get(k) == failed) {
+        mine.add(results.get(k));
+      }
+    }
+    return new CommitResult(false, why == AckOutcome.LEASE_LOST ? CommitResult.Reason.LEASE_LOST
+        : CommitResult.Reason.ALREADY_ACKED, failed, null, 0, List.of(), List.copyOf(mine), List.of(), List.of());
+  }
+
+  /** Whether the bundle pushes or writes: then an ack of a message acknowledged before it fails the bundle. */
+  private boolean hasEffects() {
+    for (Op op : ops) {
+      if (op instanceof PushOp || op instanceof WriteOp) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Whether two of the bundle's acks are of the same message (the second answers ALREADY_ACKED, its own doing). */
+  private boolean acksAMessageTwice() {
+    Set<String> seen = new HashSet<>();
+    for (Op op : ops) {
+      if (op instanceof AckOp a) {
+        for (Broker.AckRequest r : a.acks()) {
+          if (!seen.add(ackKey(r))) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  private static String ackKey(Broker.AckRequest r) {
+    Message m = r.message();
+    return m.consumerGroup() + '\0' + m.partitionId() + '\0' + m.offset();
   }
 
   /** Runs the operations in order on {@code c}; stops at the first that fails the bundle. Does not roll back. */
   private Run apply(Connection c, boolean notifyInTransaction) throws SQLException {
     Run run = new Run();
+    boolean effects = hasEffects();
+    Set<String> ackedHere = new HashSet<>();
     int i = 0;
     while (i < ops.size() && run.failure == null) {
       Op op = ops.get(i);
@@ -446,18 +487,17 @@ public final class TransactionImpl implements Transaction {
           end++;
         }
         List<AckResult> results = all.isEmpty() ? List.of() : broker.ack(c, all);
-        for (int k = 0; k < results.size(); k++) {
+        for (int k = 0; k < results.size() && run.failure == null; k++) {
           if (results.get(k).outcome() == AckOutcome.LEASE_LOST) {
-            int failed = owner.get(k);
-            List<AckResult> mine = new ArrayList<>();
-            for (int j = 0; j < results.size(); j++) {
-              if (owner.get(j) == failed) {
-                mine.add(results.get(j));
-              }
-            }
-            run.failure = new CommitResult(false, CommitResult.Reason.LEASE_LOST, failed, null, 0, List.of(),
-                List.copyOf(mine), List.of(), List.of());
-            break;
+            run.failure = ackFailure(AckOutcome.LEASE_LOST, owner.get(k), results, owner);
+          }
+        }
+        for (int k = 0; k < results.size() && run.failure == null; k++) {
+          // acknowledged before this bundle (by the consumer that took the partition over, or by an earlier commit
+          // of this very bundle): its pushes and writes would be made a second time
+          boolean first = ackedHere.add(ackKey(all.get(k)));
+          if (effects && first && results.get(k).outcome() == AckOutcome.ALREADY_ACKED) {
+            run.failure = ackFailure(AckOutcome.ALREADY_ACKED, owner.get(k), results, owner);
           }
         }
         run.acks.addAll(results);

@@ -1,0 +1,170 @@
+package io.queen.embedded.tx;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.queen.AckOutcome;
+import io.queen.AckResult;
+import io.queen.CommitResult;
+import io.queen.Kv;
+import io.queen.Message;
+import io.queen.Queen;
+import io.queen.Subscription;
+import io.queen.SubscriptionMode;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.QueenImpl;
+import io.queen.testkit.QueenPostgres;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A consumer that stalls past its lease (a long pause, a frozen host) while another takes the partition over and
+ * finishes the message: when it goes on, its bundle's ack answers ALREADY_ACKED, and a bundle that pushes or writes
+ * then applies nothing ({@code CommitResult.Reason.ALREADY_ACKED}), so the effect is never made twice. Through each
+ * way a bundle reaches the database: the general path (a push), the KV-then-ack call ({@code bundle_kv_ack}), the
+ * marker statement, and the consume loop. A bundle of acks alone, and a bundle that acks its own message twice, still
+ * commit.
+ */
+@QueenPostgres
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class ZombieBundleTest {
+
+  private static Queen node(DataSource ds, String id) {
+    return EmbeddedQueen.builder().dataSource(ds).nodeId(id).listen(false).start();
+  }
+
+  /** The zombie's message, and the other node having taken it over (its lease expired) and finished it. */
+  private static Message finishedByAnother(Queen zombie, Queen other, String q) throws InterruptedException {
+    zombie.queue(q).partition("p").push(Map.of("n", 0));
+    List<Message> got = zombie.queue(q).consumer().leaseTime(Duration.ofMillis(300)).pop();
+    assertThat(got).hasSize(1);
+    Thread.sleep(500);
+    List<Message> again = other.queue(q).consumer().pop();
+    assertThat(again).hasSize(1);
+    assertThat(other.ack(again.get(0)).outcome()).isEqualTo(AckOutcome.ACKED);
+    return got.get(0);
+  }
+
+  @Test
+  void aPushAndTheAckOfAMessageAnotherConsumerFinishedApplyNothing(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "zombie-a"); Queen b = node(ds, "zombie-b")) {
+      Message m = finishedByAnother(a, b, "zq1");
+      CommitResult r = a.transaction().push("zq1-effects", "p", Map.of("from", "zombie")).ack(m).commit();
+      assertThat(r.success()).isFalse();
+      assertThat(r.reason()).isEqualTo(CommitResult.Reason.ALREADY_ACKED);
+      assertThat(r.failedOperation()).isEqualTo(1);
+      assertThat(r.acks()).extracting(AckResult::outcome).containsExactly(AckOutcome.ALREADY_ACKED);
+      assertThat(count(ds, "zq1-effects")).as("the effect was not made a second time").isZero();
+    }
+  }
+
+  @Test
+  void aKvWriteAndTheAckOfAMessageAnotherConsumerFinishedApplyNothing(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "zombie-kv-a"); Queen b = node(ds, "zombie-kv-b")) {
+      Message m = finishedByAnother(a, b, "zq2");
+      CommitResult r = a.transaction().put("zstate", "total", Map.of("v", 1), Kv.forever()).ack(m).commit();
+      assertThat(r.reason()).isEqualTo(CommitResult.Reason.ALREADY_ACKED);
+      assertThat(a.kv().get("zstate", "total").found()).isFalse();
+    }
+  }
+
+  @Test
+  void aMarkerAndTheAckOfAMessageAnotherConsumerFinishedApplyNothing(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "zombie-marker-a"); Queen b = node(ds, "zombie-marker-b")) {
+      Message m = finishedByAnother(a, b, "zq3");
+      // a marker the other consumer did not write (its key is new): the marker statement's insert would succeed
+      CommitResult r = a.transaction().once("zmarks", "zombie-only", Kv.ttl(Duration.ofHours(1)).required()).ack(m)
+          .commit();
+      assertThat(r.reason()).isEqualTo(CommitResult.Reason.ALREADY_ACKED);
+      assertThat(a.kv().get("zmarks", "zombie-only").found()).isFalse();
+    }
+  }
+
+  @Test
+  void acksAloneOfAFinishedMessageStillCommit(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "zombie-acks-a"); Queen b = node(ds, "zombie-acks-b")) {
+      Message m = finishedByAnother(a, b, "zq4");
+      CommitResult r = a.transaction().ack(m).commit();
+      assertThat(r.success()).isTrue();
+      assertThat(r.acks()).extracting(AckResult::outcome).containsExactly(AckOutcome.ALREADY_ACKED);
+    }
+  }
+
+  @Test
+  void aBundleThatAcksItsOwnMessageTwiceStillCommits(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "twice-a")) {
+      a.queue("zq5").partition("p").push(Map.of("n", 0));
+      Message m = a.queue("zq5").consumer().pop().get(0);
+      // the second ack in a call of its own (a push between): it answers ALREADY_ACKED, the bundle's own doing
+      CommitResult r = a.transaction().ack(m).push("zq5-effects", "p", Map.of("n", 0)).ack(m).commit();
+      assertThat(r.success()).isTrue();
+      assertThat(r.acks()).extracting(AckResult::outcome)
+          .containsExactly(AckOutcome.ACKED, AckOutcome.ALREADY_ACKED);
+      assertThat(count(ds, "zq5-effects")).isEqualTo(1);
+      // and with a marker: the bundle goes the general way, which tells its own second ack apart
+      a.queue("zq5").partition("p").push(Map.of("n", 1));
+      Message n = a.queue("zq5").consumer().pop().get(0);
+      assertThat(a.transaction().once("zmarks5", "n1", Kv.forever().required()).ack(n).ack(n).commit().success())
+          .isTrue();
+      assertThat(a.kv().get("zmarks5", "n1").found()).isTrue();
+    }
+  }
+
+  @Test
+  void theConsumeLoopOfAStalledNodeNeverCommitsItsEffectASecondTime(DataSource ds) throws Exception {
+    String q = "zq6";
+    try (Queen a = node(ds, "zombie-loop-a"); Queen b = node(ds, "zombie-loop-b")) {
+      a.queue(q).partition("p").push(Map.of("n", 0));
+      CountDownLatch inHandler = new CountDownLatch(1);
+      CountDownLatch goOn = new CountDownLatch(1);
+      try (Subscription s = a.queue(q).group("g").subscription(SubscriptionMode.ALL)
+          .consumeInTransaction((m, tx) -> {
+            inHandler.countDown();
+            goOn.await();
+            tx.push(q + "-effects", "p", Map.of("by", "a")); // no marker: the ack's fence alone keeps it out
+          })) {
+        assertThat(inHandler.await(10, TimeUnit.SECONDS)).isTrue();
+        stall(ds, a); // a looks dead from here on: b may take its lease
+        List<Message> taken = b.queue(q).group("g").subscription(SubscriptionMode.ALL).pop();
+        assertThat(taken).hasSize(1);
+        b.transaction().push(q + "-effects", "p", Map.of("by", "b")).ack(taken.get(0)).commit();
+        goOn.countDown();
+        Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> s.leaseLost() == 1);
+        assertThat(s.acked()).isZero();
+      }
+      assertThat(count(ds, q + "-effects")).as("the effect once, by the node that finished the message").isEqualTo(1);
+    }
+  }
+
+  /** The node stops heartbeating and its row is stale at once, as after a long pause; its threads go on. */
+  private static void stall(DataSource ds, Queen q) throws SQLException {
+    ((QueenImpl) q).liveness().pause(true);
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("update queen.nodes"
+        + " set heartbeat_at = clock_timestamp() - interval '1 hour', dead_after = clock_timestamp() - interval '1 second'"
+        + " where node_id = ?")) {
+      st.setString(1, q.nodeId());
+      assertThat(st.executeUpdate()).isEqualTo(1);
+    }
+  }
+
+  private static long count(DataSource ds, String queue) throws SQLException {
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select count(*)"
+        + " from queen.messages m join queen.partitions p on p.id = m.partition_id join queen.queues q on q.id = p.queue_id"
+        + " where q.name = ?")) {
+      st.setString(1, queue);
+      try (var rs = st.executeQuery()) {
+        rs.next();
+        return rs.getLong(1);
+      }
+    }
+  }
+}
