@@ -123,6 +123,88 @@ class SourceOwnershipTest {
     }
   }
 
+  /**
+   * A paused owner (or a host cut off) lost the lease without letting go of the slot: its walsender would hold it until
+   * wal_sender_timeout (60 s by default). The new owner ends a walsender of this source that holds the slot after one
+   * TTL, and streams. Here the test holds the slot itself, with the source's application_name.
+   */
+  @Test
+  void aSlotStillHeldByAnEarlierOwnersWalsenderIsTakenBackAfterOneTtl(TestDatabase db) throws Exception {
+    this.db = db;
+    SourceFixture f = new SourceFixture(db);
+    f.sql("create table held (id bigint primary key, v int)", "insert into held values (1, 1)");
+    Queen a = node("held-a");
+    a.connectors().put("held-src", SourceFixture.sourceDoc("public.held", "held", ""));
+    awaitPhase(a, "held-src", "streaming", Duration.ofSeconds(20));
+    a.connectors().setEnabled("held-src", false);
+    awaitPhase(a, "held-src", "disabled", Duration.ofSeconds(10));
+    java.util.Properties p = new java.util.Properties();
+    p.setProperty("user", db.user());
+    p.setProperty("password", db.password());
+    p.setProperty("ApplicationName", "queen-source-held-src");
+    p.setProperty("replication", "database");
+    p.setProperty("assumeMinServerVersion", "17");
+    p.setProperty("preferQueryMode", "simple");
+    java.sql.Connection stale = java.sql.DriverManager.getConnection(db.jdbcUrl(), p);
+    try (io.queen.testkit.LogCapture logs = io.queen.testkit.LogCapture.start()) {
+      org.postgresql.replication.PGReplicationStream stream = stale.unwrap(org.postgresql.PGConnection.class)
+          .getReplicationAPI().replicationStream().logical().withSlotName("queen_held_src")
+          .withSlotOption("proto_version", 1).withSlotOption("publication_names", "queen_held_src").start();
+      long since = System.nanoTime();
+      a.connectors().setEnabled("held-src", true);
+      awaitPhase(a, "held-src", "waiting_for_slot", Duration.ofSeconds(10));
+      awaitPhase(a, "held-src", "streaming", Duration.ofSeconds(20));
+      assertThat(Duration.ofNanos(System.nanoTime() - since)).as("about one TTL, not wal_sender_timeout")
+          .isGreaterThanOrEqualTo(TTL).isLessThan(Duration.ofSeconds(15));
+      assertThat(logs.linesWith("WARN", "source 'held-src'", "queen_held_src", "earlier owner", "it was ended"))
+          .hasSize(1);
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> {
+        while (true) {
+          stream.readPending();
+          Thread.sleep(50);
+        }
+      }).isInstanceOf(java.sql.SQLException.class);
+    } finally {
+      try {
+        stale.close();
+      } catch (java.sql.SQLException ended) {
+        // its walsender was ended under it: the connection cannot say goodbye
+      }
+    }
+    f.sql("insert into held values (2, 2)");
+    SourceFixture.Reader reader = new SourceFixture.Reader("check");
+    await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(200))
+        .until(() -> reader.drain(a, "held").total >= 1); // the fixture's document streams, it does not snapshot
+    assertThat(reader.duplicateIds).isZero();
+    assertThat(reader.total).isEqualTo(1);
+  }
+
+  /**
+   * A new owner moves the pointer's version before it streams, so an earlier owner that lost the lease without
+   * noticing and goes on has its next commit refused ({@code expect} on the version it last wrote).
+   */
+  @Test
+  void aNewOwnerFencesTheOwnerBeforeItThroughThePointersVersion(TestDatabase db) throws Exception {
+    this.db = db;
+    SourceFixture f = new SourceFixture(db);
+    f.sql("create table fenced (id bigint primary key, v int)", "insert into fenced values (1, 1)");
+    Queen a = node("fence-a");
+    a.connectors().put("fenced-src", SourceFixture.sourceDoc("public.fenced", "fenced", ""));
+    awaitPhase(a, "fenced-src", "streaming", Duration.ofSeconds(20));
+    io.queen.KvEntry before = a.kv().get("queen-pg", "source/fenced-src/pointer");
+    assertThat(before.found()).isTrue();
+    Queen b = node("fence-b");
+    awaitPhase(b, "fenced-src", "standby", Duration.ofSeconds(10));
+    a.close();
+    awaitPhase(b, "fenced-src", "streaming", Duration.ofSeconds(15));
+    io.queen.KvEntry after = b.kv().get("queen-pg", "source/fenced-src/pointer");
+    assertThat(after.version()).as("moved by the takeover itself").isGreaterThan(before.version());
+    assertThat(after.value()).isEqualTo(before.value());
+    // what a's pusher would write next, had it gone on: refused
+    assertThat(b.kv().put("queen-pg", "source/fenced-src/pointer", before.value(),
+        io.queen.Kv.forever().expect(before.version())).applied()).isFalse();
+  }
+
   @Test
   void oneOfThreeNodesStreamsAndAnotherTakesOverAfterACrashOrAClose(TestDatabase db) throws Exception {
     this.db = db;

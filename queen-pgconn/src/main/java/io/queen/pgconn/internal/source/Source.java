@@ -9,6 +9,8 @@ import io.queen.embedded.spi.ConnectorHost;
 import io.queen.pgconn.internal.spec.ErrorCode;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.LinkedHashMap;
@@ -62,6 +64,8 @@ public final class Source {
   /** When {@link #slotLag} was last read ({@link System#nanoTime()}); 0 before the first read. */
   private volatile long slotLagAt;
   private volatile long pointerLsn;
+  /** When this owner first found the slot held by someone else (nanoTime), 0 while it was not (owner thread only). */
+  private long slotBusySince;
   private volatile long lastCommitMicros;
 
   public Source(ConnectorHost host, SourceSpec spec, long version, String password, SourceMeters meters) {
@@ -452,6 +456,64 @@ public final class Source {
     }
   }
 
+  /**
+   * Reads the pointer and writes it back unchanged with {@code expect}, so its version moves: an owner before this one
+   * that lost the lease without noticing (a paused process, a host cut off) and goes on finds its next commit refused
+   * (its {@code expect} names the old version) and commits nothing more, instead of moving the pointer under this
+   * owner. A pointer that moves between the read and the write (that earlier owner's last commit, or a resync) is
+   * read again.
+   */
+  private KvEntry fencePointer() {
+    String key = Lease.pointerKey(spec.name());
+    KvEntry pe = host.queen().kv().get(Lease.NAMESPACE, key);
+    for (int i = 0; pe.found() && i < 5; i++) {
+      KvWriteResult w = host.queen().kv().put(Lease.NAMESPACE, key, pe.value(),
+          Kv.forever().expect(pe.version()));
+      if (w.applied()) {
+        return host.queen().kv().get(Lease.NAMESPACE, key);
+      }
+      pe = host.queen().kv().get(Lease.NAMESPACE, key);
+    }
+    return pe;
+  }
+
+  /**
+   * This node holds the lease, and the slot is still held (55006): when the holder is a walsender of this source
+   * ({@code application_name}), it belongs to an earlier owner that lost the lease without letting go, a paused
+   * process or a host cut off, which PostgreSQL would otherwise keep until {@code wal_sender_timeout} (60 s by default)
+   * or for as long as the host's TCP stack answers for it. After one lease TTL of waiting it is ended
+   * ({@code pg_terminate_backend}, which the source's role may do to its own sessions), so the takeover takes about a
+   * TTL, as after a crash. A slot held by anything else (another program) is waited for, never ended.
+   */
+  private void endStaleWalsender(Connection normal) {
+    long now = System.nanoTime();
+    if (slotBusySince == 0) {
+      slotBusySince = now;
+      return;
+    }
+    if (now - slotBusySince < lease.ttl().toNanos() || !lease.held()) {
+      return;
+    }
+    try (PreparedStatement st = normal.prepareStatement("select a.pid, pg_terminate_backend(a.pid)"
+        + " from pg_replication_slots s join pg_stat_activity a on a.pid = s.active_pid"
+        + " where s.slot_name = ? and a.application_name = ? and a.backend_type = 'walsender'")) {
+      st.setString(1, spec.slot());
+      st.setString(2, SourceConnections.applicationName(spec));
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          LOG.warn("{} - source '{}': the slot {} was still held by walsender pid {} of an earlier owner that lost the"
+              + " lease without letting go (a paused process or a host cut off); {} so this node can stream",
+              host.nodeId(), spec.name(), spec.slot(), rs.getInt(1), rs.getBoolean(2) ? "it was ended"
+              : "ending it was refused, try again");
+        }
+      }
+      slotBusySince = now;
+    } catch (SQLException e) {
+      LOG.warn("{} - source '{}': could not end the earlier owner's walsender holding slot {} ({})", host.nodeId(),
+          spec.name(), spec.slot(), host.describe(e));
+    }
+  }
+
   /** One spell of ownership: setup, slot check, stream, lease renewals; returns when it ends. */
   private void own() throws SQLException, InterruptedException {
     SourceConnections conns;
@@ -468,7 +530,7 @@ public final class Source {
         error(f.code, f.getMessage());
         return;
       }
-      KvEntry pe = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
+      KvEntry pe = fencePointer();
       Pointer pointer = pe.found() ? Pointer.of(pe.value(), codec) : null;
       long pv = pe.found() ? pe.version() : 0;
       try {
@@ -558,8 +620,10 @@ public final class Source {
           phase = "waiting_for_slot";
           note = "another process holds the slot " + spec.slot();
           lastCode = null;
+          endStaleWalsender(normal);
           return;
         }
+        slotBusySince = 0;
         if ("42704".equals(state)) {
           error(ErrorCode.SLOT_LOST, "slot " + spec.slot());
           return;
@@ -571,6 +635,7 @@ public final class Source {
         throw e;
       }
       stream = s;
+      slotBusySince = 0;
       if (h != null) {
         h.start();
       }

@@ -47,8 +47,13 @@ final class SourceConnections {
     }
   }
 
+  /** The {@code application_name} of every connection of the source (its walsender's too), on every node. */
+  static String applicationName(SourceSpec spec) {
+    return "queen-source-" + spec.name();
+  }
+
   static SourceConnections of(SourceSpec spec, String password, DataSource queens) throws Unavailable {
-    String app = "queen-source-" + spec.name();
+    String app = applicationName(spec);
     SinkSpec.Connection cn = spec.connection();
     if (cn != null) {
       String url = "jdbc:postgresql://" + cn.urlHost() + ":" + cn.port() + "/"
