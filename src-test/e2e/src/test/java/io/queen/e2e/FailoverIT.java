@@ -141,6 +141,65 @@ class FailoverIT {
     }
   }
 
+  /**
+   * A slot created before the server had a standby becomes a failover slot at the source's next start (no resync);
+   * after the failover, a promoted server whose synchronized_standby_slots still names a standby slot no standby
+   * streams from (as a copied configuration would) holds back every failover slot's changes: the source says so at
+   * its start, and goes on once the setting is cleared.
+   */
+  @Test
+  @Timeout(value = 300, unit = TimeUnit.SECONDS)
+  void aSlotMadeBeforeTheStandbyBecomesAFailoverSlotAndAPromotedServerNamingAMissingStandbyIsReported()
+      throws Exception {
+    try (StandbyPair pair = StandbyPair.start(false);
+        io.queen.testkit.LogCapture logs = io.queen.testkit.LogCapture.start()) {
+      sql(pair.primaryPort(), "create table items (id bigint primary key, v int not null)",
+          "insert into items values (1, 0)");
+      try (Queen queen = EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres")
+          .connectorRefresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)).start()) {
+        queen.connectors().put("items-src", DOC);
+        awaitPhase(queen, "streaming", 60);
+        assertThat(StandbyPair.query(pair.primaryPort(),
+            "select failover from pg_replication_slots where slot_name = 'queen_items_src'")).containsExactly("f");
+        pair.startStandby();
+        queen.connectors().setEnabled("items-src", false);
+        awaitPhase(queen, "disabled", 30);
+        queen.connectors().setEnabled("items-src", true);
+        awaitPhase(queen, "streaming", 30);
+        assertThat(StandbyPair.query(pair.primaryPort(),
+            "select failover from pg_replication_slots where slot_name = 'queen_items_src'")).containsExactly("t");
+        assertThat(logs.linesWith("INFO", "slot queen_items_src is a failover slot now")).hasSize(1);
+        sql(pair.primaryPort(), "insert into items values (2, 0)");
+        await().atMost(Duration.ofSeconds(90)).pollInterval(Duration.ofMillis(200)).until(() -> StandbyPair.query(
+            pair.standbyPort(), "select synced and not temporary from pg_replication_slots"
+                + " where slot_name = 'queen_items_src'").equals(List.of("t")) && lag(pair) == 0);
+
+        pair.killPrimary();
+        pair.promote();
+        // the promoted server names a slot of its own that no standby streams from (a copied configuration and
+        // pg_replslot; PostgreSQL refuses to name a slot that does not exist with ALTER SYSTEM)
+        sql(pair.standbyPort(), "select pg_create_physical_replication_slot('" + StandbyPair.STANDBY_SLOT + "')",
+            "alter system set synchronized_standby_slots = '" + StandbyPair.STANDBY_SLOT + "'",
+            "select pg_reload_conf()");
+        queen.connectors().setEnabled("items-src", false);
+        awaitPhase(queen, "disabled", 30);
+        queen.connectors().setEnabled("items-src", true);
+        await().atMost(Duration.ofSeconds(60)).until(() -> !logs.linesWith("WARN", "source 'items-src'",
+            "synchronized_standby_slots names " + StandbyPair.STANDBY_SLOT + " (inactive)", "clear it").isEmpty());
+        sql(pair.standbyPort(), "alter system reset synchronized_standby_slots", "select pg_reload_conf()");
+        sql(pair.standbyPort(), "insert into items values (3, 0)");
+        Map<String, Integer> seen = new HashMap<>();
+        await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200)).untilAsserted(() -> {
+          for (Message m : read(queen)) {
+            seen.merge(m.partition(), 1, Integer::sum);
+          }
+          assertThat(seen).containsKey("3");
+        });
+        assertThat(seen).containsOnly(Map.entry("1", 1), Map.entry("2", 1), Map.entry("3", 1));
+      }
+    }
+  }
+
   /** The primary's WAL the standby has not replayed yet, in bytes. */
   private static long lag(StandbyPair pair) throws SQLException {
     String sent = StandbyPair.query(pair.primaryPort(), "select pg_current_wal_lsn()").get(0);

@@ -41,14 +41,35 @@ final class StandbyPair implements AutoCloseable {
 
   /** Starts both servers; returns once the standby streams from the primary. */
   static StandbyPair start() throws Exception {
+    return start(true);
+  }
+
+  /** Starts the primary, and the standby too or later ({@link #startStandby()}). */
+  static StandbyPair start(boolean standbyNow) throws Exception {
     Path dir = Files.createTempDirectory("queen-standby");
     StandbyPair pair = new StandbyPair(dir, freePort(), freePort());
     try {
       pair.boot();
+      if (standbyNow) {
+        pair.startStandby();
+      }
       return pair;
     } catch (Exception | Error e) {
       pair.close();
       throw e;
+    }
+  }
+
+  /** Starts the standby from the copy taken at boot; returns once it streams from the primary. */
+  void startStandby() throws Exception {
+    standby = server(dir.resolve("standby"), standbyPort).start();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (query(primaryPort, "select count(*) from pg_stat_replication where state = 'streaming'").get(0)
+        .equals("0")) {
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("the standby did not start streaming within 60 s");
+      }
+      Thread.sleep(100);
     }
   }
 
@@ -62,6 +83,7 @@ final class StandbyPair implements AutoCloseable {
     }
     run("cp", "-a", p.toString(), s.toString());
     Files.deleteIfExists(s.resolve("postmaster.pid"));
+    run("sh", "-c", "rm -rf '" + s.resolve("pg_replslot") + "'/*"); // as pg_basebackup leaves it: no slots copied
     Files.createFile(s.resolve("standby.signal"));
     // in the copy's own configuration file: zonky hands server settings to pg_ctl as one option string, which a
     // value with spaces (the connection string) would break
@@ -69,16 +91,8 @@ final class StandbyPair implements AutoCloseable {
         + " user=postgres dbname=postgres application_name=" + STANDBY_SLOT + "'\n"
         + "primary_slot_name = '" + STANDBY_SLOT + "'\nhot_standby_feedback = on\nsync_replication_slots = on\n",
         java.nio.file.StandardOpenOption.APPEND);
+    // on the primary only (a command-line setting, not in the copy): a promoted standby must not name itself
     primary = server(p, primaryPort).setServerConfig("synchronized_standby_slots", STANDBY_SLOT).start();
-    standby = server(s, standbyPort).start();
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (query(primaryPort, "select count(*) from pg_stat_replication where state = 'streaming'").get(0)
-        .equals("0")) {
-      if (System.nanoTime() > deadline) {
-        throw new IllegalStateException("the standby did not start streaming within 60 s");
-      }
-      Thread.sleep(100);
-    }
   }
 
   private static EmbeddedPostgres.Builder server(Path dataDir, int port) {

@@ -65,7 +65,8 @@ public final class HorizonWatch implements Runnable {
       + " select 'standby ''' || coalesce(nullif(r.application_name, ''), host(r.client_addr), r.pid::text)"
       + "   || ''' (no slot)', r.backend_xmin::text, age(r.backend_xmin)"
       + " from pg_stat_replication r where r.backend_xmin is not null"
-      + "   and not exists (select 1 from pg_replication_slots s where s.active_pid = r.pid)";
+      + "   and not exists (select 1 from pg_replication_slots s where s.active_pid = r.pid)"
+      + "   and exists (select 1 from pg_stat_activity a where a.pid = r.pid and a.datid is null)"; // physical
 
   private final String node;
   private final DataSource ds;

@@ -14,6 +14,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
@@ -592,6 +593,24 @@ public final class Source {
               + codec.formatLsn(pointer.flush()));
           return;
         }
+      }
+      if (slot.exists() && !slot.failover() && SourceSetup.hasStandbys(normal)) {
+        // created before the server had a standby: a failover would lose it (slot_lost, a resync)
+        try (Connection repl = conns.replication(codec)) {
+          SourceSetup.makeFailover(repl, spec.slot());
+          LOG.info("{} - source '{}': slot {} is a failover slot now (the server streams to a standby)", host.nodeId(),
+              spec.name(), spec.slot());
+        } catch (SQLException e) {
+          LOG.warn("{} - source '{}': could not make slot {} a failover slot ({}); a failover would lose it",
+              host.nodeId(), spec.name(), spec.slot(), host.describe(e));
+        }
+      }
+      List<String> idle = slot.exists() && slot.failover() ? SourceSetup.idleStandbySlots(normal) : List.of();
+      if (!idle.isEmpty()) {
+        LOG.warn("{} - source '{}': synchronized_standby_slots names {}, which no standby streams from now: PostgreSQL"
+            + " holds back the changes of every failover slot, this source's included, until each named standby"
+            + " confirms them (after a promotion the server keeps its old primary's setting, naming itself: clear it)",
+            host.nodeId(), spec.name(), String.join(", ", idle));
       }
       pointerLsn = pointer.lsn();
       // the snapshot's rows are counted by the stream once Queen committed them (a chunk handed over and lost

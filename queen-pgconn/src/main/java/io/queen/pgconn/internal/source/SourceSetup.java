@@ -34,8 +34,8 @@ final class SourceSetup {
 
   /** What {@code pg_replication_slots} says of the slot. */
   record Slot(boolean exists, String confirmedFlushLsn, String walStatus, String invalidationReason, Integer activePid,
-      String plugin, boolean otherDatabase) {
-    static final Slot NONE = new Slot(false, null, null, null, null, null, false);
+      String plugin, boolean otherDatabase, boolean failover) {
+    static final Slot NONE = new Slot(false, null, null, null, null, null, false, false);
 
     boolean invalidated() {
       return "lost".equals(walStatus) || invalidationReason != null;
@@ -335,7 +335,7 @@ final class SourceSetup {
 
   static Slot slot(Connection c, String slot) throws SQLException {
     try (PreparedStatement st = c.prepareStatement("select confirmed_flush_lsn::text, wal_status, invalidation_reason,"
-        + " active_pid, plugin, database is distinct from current_database() from pg_replication_slots"
+        + " active_pid, plugin, database is distinct from current_database(), failover from pg_replication_slots"
         + " where slot_name = ?")) {
       st.setString(1, slot);
       try (ResultSet rs = st.executeQuery()) {
@@ -344,16 +344,19 @@ final class SourceSetup {
         }
         int pid = rs.getInt(4);
         return new Slot(true, rs.getString(1), rs.getString(2), rs.getString(3), rs.wasNull() ? null : pid,
-            rs.getString(5), rs.getBoolean(6));
+            rs.getString(5), rs.getBoolean(6), rs.getBoolean(7));
       }
     }
   }
 
-  /** Whether the server streams to a physical standby now (then the slot is created as a failover slot). */
+  /**
+   * Whether the server streams to a physical standby now (then the slot is created as a failover slot). A physical
+   * walsender is one without a database: a logical one, this source's own replication connection included (it shows
+   * in {@code pg_stat_replication} before it has a slot), has one.
+   */
   static boolean hasStandbys(Connection c) throws SQLException {
     try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select exists (select 1 from"
-        + " pg_stat_replication r where not exists (select 1 from pg_replication_slots s where s.active_pid = r.pid"
-        + " and s.slot_type = 'logical'))")) {
+        + " pg_stat_replication r join pg_stat_activity a on a.pid = r.pid where a.datid is null)")) {
       rs.next();
       return rs.getBoolean(1);
     }
@@ -369,6 +372,47 @@ final class SourceSetup {
       rs.next();
       return rs.getString("consistent_point");
     }
+  }
+
+  /**
+   * Makes an existing slot a failover slot (PostgreSQL 17's {@code ALTER_REPLICATION_SLOT}), for a slot created before
+   * the server had a standby: without it a failover loses the slot and the source needs a resync.
+   */
+  static void makeFailover(Connection replication, String slot) throws SQLException {
+    try (Statement st = replication.createStatement()) {
+      st.execute("ALTER_REPLICATION_SLOT " + quote(slot) + " (FAILOVER true)");
+    }
+  }
+
+  /**
+   * The slots {@code synchronized_standby_slots} names that no standby streams from now, each with why ("missing",
+   * "invalidated", "inactive"). PostgreSQL holds back every failover slot's changes until each named slot's standby
+   * has confirmed them; a promoted standby keeps its old primary's setting, which names the standby's own slot there.
+   */
+  static List<String> idleStandbySlots(Connection c) throws SQLException {
+    List<String> idle = new ArrayList<>();
+    String setting;
+    try (Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select current_setting('synchronized_standby_slots', true)")) {
+      rs.next();
+      setting = rs.getString(1);
+    }
+    List<String> names = StandbyGate.parse(setting);
+    if (names.isEmpty()) {
+      return idle;
+    }
+    try (PreparedStatement st = c.prepareStatement("select n, case when s.slot_name is null then 'missing'"
+        + " when s.invalidation_reason is not null then 'invalidated' else 'inactive' end"
+        + " from unnest(?::text[]) n left join pg_replication_slots s on s.slot_name = n and s.slot_type = 'physical'"
+        + " where s.slot_name is null or s.invalidation_reason is not null or s.active_pid is null")) {
+      st.setArray(1, c.createArrayOf("text", names.toArray()));
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          idle.add(rs.getString(1) + " (" + rs.getString(2) + ")");
+        }
+      }
+    }
+    return idle;
   }
 
   /** Drops the slot when it exists and nobody streams from it; true when it is gone now. */

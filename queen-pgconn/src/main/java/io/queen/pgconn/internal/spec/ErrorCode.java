@@ -53,12 +53,15 @@ public enum ErrorCode {
   PUBLICATION_VIA_ROOT("publication_via_root", "a source table is partitioned and the publication (managePublication"
       + " false) publishes its changes under its partitions' names, which the source does not read: ALTER PUBLICATION"
       + " <publication> SET (publish_via_partition_root = true)"),
-  SLOT_LOST("slot_lost", "the replication slot is gone (dropped by hand, a failover without failover slots, a"
-      + " restore): changes may be missing; resync the source (connectors().resync(name)) to start over"),
+  SLOT_LOST("slot_lost", "the replication slot is gone (dropped by hand, a failover without failover slots or before"
+      + " the standby had synchronized the slot, a restore): changes may be missing; resync the source"
+      + " (connectors().resync(name)) to start over"),
   SLOT_INVALIDATED("slot_invalidated", "PostgreSQL invalidated the replication slot (max_slot_wal_keep_size reached or"
       + " a recovery conflict): changes are missing; resync the source, which drops and recreates the slot"),
   SLOT_AHEAD("slot_ahead", "the replication slot's confirmed_flush_lsn is ahead of the source's pointer (someone"
-      + " advanced or recreated the slot): changes may have been skipped, so the source does not stream on; resync it"),
+      + " advanced or recreated the slot, or a failover to a standby that had the slot's position but not Queen's"
+      + " commit: name the standby's slot in synchronized_standby_slots of Queen's database): changes may have been"
+      + " skipped, so the source does not stream on; resync it"),
   REPLICATION_CONNECTION("replication_connection", "the source needs a URL and credentials for its replication"
       + " connection and Queen's DataSource does not tell them: give the source document a connection block"),
   STREAM_FAILED("stream_failed", "a change could not be made into a message or pushed, in a way that does not pass"
