@@ -262,6 +262,46 @@ class LivenessTest {
     }
   }
 
+  /**
+   * The heartbeat's backend stops answering (a pause campaign stopped it with SIGSTOP): the beat gives up on its
+   * socket and the next one goes through a new connection, so the node never looks dead and keeps its leases. Before,
+   * the beat waited on the stopped backend for good, the node was taken for dead while it worked, and every lease it
+   * took was taken from it, without a log line. Needs the server's processes on this machine (the embedded one).
+   */
+  @Test
+  void aHeartbeatWhoseBackendStopsAnsweringGoesOnThroughANewConnection(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "stopped-beat", Duration.ofSeconds(3));
+        io.queen.testkit.LogCapture logs = io.queen.testkit.LogCapture.start()) {
+      String pid;
+      try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select pid from"
+          + " pg_stat_activity where query like 'update \"queen\".nodes set heartbeat_at%' and datname = current_database()");
+          ResultSet rs = st.executeQuery()) {
+        assertThat(rs.next()).as("the heartbeat's backend").isTrue();
+        pid = rs.getString(1);
+        assertThat(rs.next()).as("one node, one heartbeat").isFalse();
+      }
+      org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.exists(java.nio.file.Path.of("/proc", pid)),
+          "the server's processes are not on this machine");
+      signal("STOP", pid);
+      try {
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5); // past the 3 s session timeout
+        while (System.nanoTime() < until) {
+          assertThat(row(ds, "stopped-beat").live()).as("taken for dead while it lives").isTrue();
+          Thread.sleep(200);
+        }
+      } finally {
+        signal("CONT", pid);
+      }
+      assertThat(logs.linesWith("WARN", "stopped-beat - heartbeat failed")).hasSize(1);
+      assertThat(logs.linesWith("INFO", "stopped-beat - heartbeat is back")).hasSize(1);
+    }
+  }
+
+  private static void signal(String signal, String pid) throws Exception {
+    Process p = new ProcessBuilder("kill", "-" + signal, pid).redirectErrorStream(true).start();
+    assertThat(p.waitFor(10, TimeUnit.SECONDS) && p.exitValue() == 0).as("kill -%s %s", signal, pid).isTrue();
+  }
+
   @Test
   void aLiveHandlerThatOverrunsItsLeaseStillLosesIt(DataSource ds) throws Exception {
     String q = "overrun";

@@ -29,8 +29,10 @@ import org.slf4j.LoggerFactory;
  *       this node's session timeout plus one heartbeat interval and a second.</li>
  *   <li><b>Heartbeat.</b> A daemon thread ({@code queen-<node>-heartbeat-<n>}) holds a connection of its own
  *       (borrowed once and kept, like the listener's, so a busy pool or a slow handler cannot delay a beat),
- *       with {@code statement_timeout} = the interval and {@code synchronous_commit = off} (a beat lost to a
- *       database crash only makes the node look dead sooner). Each beat sets {@code heartbeat_at} and
+ *       with {@code statement_timeout} = the interval, a client-side network timeout of twice the interval (a
+ *       backend that stops answering is left for a new connection, before other nodes take this live node for
+ *       dead) and {@code synchronous_commit = off} (a beat lost to a database crash only makes the node look dead
+ *       sooner). Each beat sets {@code heartbeat_at} and
  *       {@code dead_after} from {@code clock_timestamp()}, for this incarnation only. When the row has
  *       been taken over by another process (this one was paused past its session timeout), it logs one
  *       ERROR and stops beating.</li>
@@ -190,6 +192,10 @@ public final class Liveness {
           if (c == null) {
             c = ds.getConnection();
             c.setAutoCommit(true);
+            // a backend that stops answering (stopped, swapped out, a half-open socket) must not hold the beat up
+            // until other nodes take this live node for dead: the beat gives up client-side too, and the next one
+            // goes through a new connection
+            c.setNetworkTimeout(Runnable::run, (int) networkTimeout().toMillis());
             try (Statement st = c.createStatement()) {
               st.execute("set statement_timeout = " + Math.max(100, interval.toMillis()));
               st.execute("set synchronous_commit = off");
@@ -260,10 +266,24 @@ public final class Liveness {
         + " This node stops heartbeating: close it", node, sessionTimeout);
   }
 
+  /**
+   * How long a beat waits for the database on its socket: twice the interval, at least a second. A beat stuck that long
+   * plus the next one on a new connection take at most three fifths of the session timeout.
+   */
+  Duration networkTimeout() {
+    Duration twice = interval.multipliedBy(2);
+    return twice.compareTo(Duration.ofSeconds(1)) < 0 ? Duration.ofSeconds(1) : twice;
+  }
+
   /** Resets what the heartbeat set on the connection and returns it to the pool. */
   private static void giveBack(Connection c) {
     if (c == null) {
       return;
+    }
+    try {
+      c.setNetworkTimeout(Runnable::run, 0);
+    } catch (SQLException | RuntimeException ignored) {
+      // closed by the timeout itself: the pool discards it
     }
     try (Statement st = c.createStatement()) {
       st.execute("reset statement_timeout");
