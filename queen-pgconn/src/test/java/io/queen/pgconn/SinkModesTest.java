@@ -277,6 +277,26 @@ class SinkModesTest {
             "k0 | now | k0 | p0", "k1 | now | k1 | p1", "k2 | now | k2 | p0", "k3 | now | k3 | p1", "k4 | now | k4 | p0"));
   }
 
+  /**
+   * A batch's target transaction bounds how long it may sit idle holding its progress rows' locks (a worker paused
+   * mid-batch): the setting is in force while the batch writes, for that transaction only.
+   */
+  @Test
+  void aBatchsTransactionMaySitIdleFifteenSecondsAtMost() throws Exception {
+    // an AFTER trigger fires once the statement is done: what the transaction then holds, as it would sit idle
+    sql("CREATE TABLE guarded (seq bigserial PRIMARY KEY, kind text NOT NULL, idle text)");
+    sql("CREATE TABLE guarded_seen (idle text)");
+    sql("CREATE FUNCTION guarded_seen() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        + " INSERT INTO guarded_seen VALUES (current_setting('idle_in_transaction_session_timeout')); RETURN NULL; END $$");
+    sql("CREATE TRIGGER guarded_seen AFTER INSERT ON guarded FOR EACH ROW EXECUTE FUNCTION guarded_seen()");
+    queen.connectors().put("guarded", """
+        {"kind": "sink", "sink": {"queue": "guarded", "table": "guarded", "mode": "append"}}""");
+    queen.queue("guarded").partition("p").push(Map.of("kind", "k"));
+    await().atMost(20, TimeUnit.SECONDS).untilAsserted(() ->
+        assertThat(rows("select idle from guarded_seen")).containsExactly("15s"));
+    assertThat(rows("select kind from guarded")).containsExactly("k");
+  }
+
   @Test
   void cdcModeAppliesTheSourcesEvents() throws Exception {
     sql("CREATE TABLE orders_copy (id bigint PRIMARY KEY, customer jsonb, status text, total numeric(12,2), note text)");
