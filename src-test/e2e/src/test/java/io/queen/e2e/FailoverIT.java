@@ -39,8 +39,7 @@ class FailoverIT {
     try (StandbyPair pair = StandbyPair.start()) {
       sql(pair.primaryPort(), "create table items (id bigint primary key, v int not null)",
           "insert into items select g, 0 from generate_series(1, 100) g");
-      try (Queen queen = EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres")
-          .connectorRefresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)).start()) {
+      try (Queen queen = node(pair)) {
         queen.connectors().put("items-src", DOC);
         awaitPhase(queen, "streaming", 60);
         assertThat(StandbyPair.query(pair.primaryPort(),
@@ -89,8 +88,7 @@ class FailoverIT {
     try (StandbyPair pair = StandbyPair.start()) {
       sql(pair.primaryPort(), "create table items (id bigint primary key, v int not null)",
           "insert into items select g, 0 from generate_series(1, 10) g");
-      try (Queen queen = EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres")
-          .connectorRefresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)).start()) {
+      try (Queen queen = node(pair)) {
         queen.connectors().put("items-src", DOC);
         awaitPhase(queen, "streaming", 60);
         await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200)).until(() -> StandbyPair.query(
@@ -155,8 +153,7 @@ class FailoverIT {
         io.queen.testkit.LogCapture logs = io.queen.testkit.LogCapture.start()) {
       sql(pair.primaryPort(), "create table items (id bigint primary key, v int not null)",
           "insert into items values (1, 0)");
-      try (Queen queen = EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres")
-          .connectorRefresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)).start()) {
+      try (Queen queen = node(pair)) {
         queen.connectors().put("items-src", DOC);
         awaitPhase(queen, "streaming", 60);
         assertThat(StandbyPair.query(pair.primaryPort(),
@@ -224,6 +221,12 @@ class FailoverIT {
         }
       }
     }
+  }
+
+  /** A node on the URL that names both servers, re-reading documents and taking over the source quickly. */
+  private static Queen node(StandbyPair pair) {
+    return EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres").connectorRefresh(Duration.ofMillis(200))
+        .sourceLeaseTtl(Duration.ofSeconds(3)).start();
   }
 
   private static void awaitPhase(Queen queen, String phase, int seconds) {
