@@ -150,7 +150,9 @@ public final class ChargeOnceMain {
             queen.ack(m); // the work was done by someone else: take the message off the cursor
             say.accept("order " + order + " was already charged as " + res.value().get("chargeId").asText()
                 + " (this attempt's " + chargeId + " would be refunded)");
-          } // LEASE_LOST: another consumer owns the message now and will finish it
+          }
+          // LEASE_LOST: another consumer owns the message now and will finish it; ALREADY_ACKED: another consumer
+          // has finished it already (this one was paused past its lease). Either way our charge row is rolled back.
         }
       } catch (SQLException | RuntimeException e) {
         c.rollback();
