@@ -35,12 +35,12 @@ public record CommitResult(boolean success, Reason reason, int failedOperation, 
     /** An ack's lease expired or was taken over: the bundle came from a consumer that no longer owns the message. */
     LEASE_LOST,
     /**
-     * An ack's message had been acknowledged before this bundle, and the bundle pushes or writes: most often a
-     * consumer that stalled (a long pause, a frozen host) past its lease while another took the partition over and
-     * finished the message, or a bundle committed again after its first commit's outcome was unknown. Its pushes and
-     * writes would repeat effects already made, so nothing of the bundle was applied; {@code acks} holds that ack
-     * call's results. A bundle of acks alone still commits and reports {@code ALREADY_ACKED} per ack, a success; so
-     * does a second ack of a message the same bundle acknowledges.
+     * An ack answered {@code ALREADY_ACKED} for a message whose lease no longer holds its partition, and the bundle
+     * pushes or writes: most often a consumer that stalled (a long pause, a frozen host) past its lease while another
+     * took the partition over and finished the message, or a bundle committed again after its first commit's outcome
+     * was unknown. Its pushes and writes would repeat effects already made, so nothing of the bundle was applied;
+     * {@code acks} holds that ack call's results. Under the consumer's own live lease {@code ALREADY_ACKED} stays a
+     * success (a message it acknowledged on its own before), as it does in a bundle of acks alone.
      */
     ALREADY_ACKED
   }

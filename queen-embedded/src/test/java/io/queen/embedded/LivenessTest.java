@@ -272,13 +272,15 @@ class LivenessTest {
   void aHeartbeatWhoseBackendStopsAnsweringGoesOnThroughANewConnection(DataSource ds) throws Exception {
     try (Queen a = node(ds, "stopped-beat", Duration.ofSeconds(3));
         io.queen.testkit.LogCapture logs = io.queen.testkit.LogCapture.start()) {
-      String pid;
-      try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select pid from"
-          + " pg_stat_activity where query like 'update \"queen\".nodes set heartbeat_at%' and datname = current_database()");
-          ResultSet rs = st.executeQuery()) {
-        assertThat(rs.next()).as("the heartbeat's backend").isTrue();
-        pid = rs.getString(1);
-        assertThat(rs.next()).as("one node, one heartbeat").isFalse();
+      String pid = null;
+      while (pid == null) { // between beats, so that it holds no lock of the nodes row when it stops
+        try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select pid, state = 'idle'"
+            + " from pg_stat_activity where query like 'update \"queen\".nodes set heartbeat_at%'"
+            + " and datname = current_database()"); ResultSet rs = st.executeQuery()) {
+          assertThat(rs.next()).as("the heartbeat's backend").isTrue();
+          pid = rs.getBoolean(2) ? rs.getString(1) : null;
+          assertThat(rs.next()).as("one node, one heartbeat").isFalse();
+        }
       }
       org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.exists(java.nio.file.Path.of("/proc", pid)),
           "the server's processes are not on this machine");

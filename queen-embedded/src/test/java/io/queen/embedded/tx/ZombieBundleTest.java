@@ -29,7 +29,8 @@ import org.junit.jupiter.api.Timeout;
 /**
  * A consumer that stalls past its lease (a long pause, a frozen host) while another takes the partition over and
  * finishes the message: when it goes on, its bundle's ack answers ALREADY_ACKED, and a bundle that pushes or writes
- * then applies nothing ({@code CommitResult.Reason.ALREADY_ACKED}), so the effect is never made twice. Through each
+ * then applies nothing ({@code CommitResult.Reason.ALREADY_ACKED}), so the effect is never made twice. Under the
+ * consumer's own live lease an ALREADY_ACKED (a message it acknowledged on its own before) stays a success. Through each
  * way a bundle reaches the database: the general path (a push), the KV-then-ack call ({@code bundle_kv_ack}), the
  * marker statement, and the consume loop. A bundle of acks alone, and a bundle that acks its own message twice, still
  * commit.
@@ -116,6 +117,48 @@ class ZombieBundleTest {
       assertThat(a.transaction().once("zmarks5", "n1", Kv.forever().required()).ack(n).ack(n).commit().success())
           .isTrue();
       assertThat(a.kv().get("zmarks5", "n1").found()).isTrue();
+    }
+  }
+
+  @Test
+  void anAckOfItsOwnEarlierAckUnderALiveLeaseStillCommits(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "own-a")) {
+      a.queue("zq7").push(List.of(io.queen.PushItem.of("p", Map.of("n", 0)), io.queen.PushItem.of("p", Map.of("n", 1)),
+          io.queen.PushItem.of("p", Map.of("n", 2))));
+      List<Message> got = a.queue("zq7").consumer().batch(3).pop();
+      assertThat(got).hasSize(3);
+      // one message of the batch acknowledged on its own first (ahead of the head: the lease holds on), then the
+      // batch's results and the whole batch's ack as one bundle
+      assertThat(a.ack(got.get(1)).outcome()).isEqualTo(AckOutcome.ACKED);
+      CommitResult r = a.transaction().push("zq7-effects", "p", Map.of("n", "results")).ack(got).commit();
+      assertThat(r.success()).as("%s", r).isTrue();
+      assertThat(r.acks()).extracting(AckResult::outcome)
+          .containsExactly(AckOutcome.ACKED, AckOutcome.ALREADY_ACKED, AckOutcome.ACKED);
+      assertThat(count(ds, "zq7-effects")).isEqualTo(1);
+
+      // its head acknowledged on its own, the lease still holding the rest: the head's ack again in a bundle
+      a.queue("zq7").push(List.of(io.queen.PushItem.of("p", Map.of("n", 3)), io.queen.PushItem.of("p", Map.of("n", 4))));
+      List<Message> more = a.queue("zq7").consumer().batch(2).pop();
+      assertThat(a.ack(more.get(0)).outcome()).isEqualTo(AckOutcome.ACKED);
+      CommitResult again = a.transaction().put("zstate7", "k", Map.of("v", 1), Kv.forever()).ack(more.get(0)).commit();
+      assertThat(again.success()).as("%s", again).isTrue();
+      assertThat(a.kv().get("zstate7", "k").found()).isTrue();
+    }
+  }
+
+  @Test
+  void aBundleOverTwoPartitionsOneFinishedByAnotherAppliesNothingAndLeavesTheOtherToRedo(DataSource ds)
+      throws Exception {
+    try (Queen a = node(ds, "two-a"); Queen b = node(ds, "two-b")) {
+      Message finished = finishedByAnother(a, b, "zq8"); // partition p
+      a.queue("zq8").partition("q").push(Map.of("n", 0));
+      Message mine = a.queue("zq8").consumer().pop().get(0); // partition q, a's live lease
+      CommitResult r = a.transaction().put("zstate8", "k", Map.of("v", 1), Kv.forever()).ack(List.of(finished, mine))
+          .commit();
+      assertThat(r.reason()).isEqualTo(CommitResult.Reason.ALREADY_ACKED);
+      assertThat(a.kv().get("zstate8", "k").found()).isFalse();
+      assertThat(a.ack(mine).outcome()).as("its own message was not acknowledged by the refused bundle")
+          .isEqualTo(AckOutcome.ACKED);
     }
   }
 

@@ -109,7 +109,7 @@ public final class KvStore {
         + ".kv_write_many(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::boolean[],"
         + " ?::bigint[], ?::bigint[], ?::boolean[])";
     this.bundleSql = "select kind, op_index, w_applied, w_reason, w_found, w_value, w_version, w_expires_at, ack_outcome,"
-        + " fail from " + s + ".bundle_kv_ack(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
+        + " fail from " + s + ".bundle_kv_ack_fenced(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],"
         + " ?::boolean[], ?::bigint[], ?::bigint[], ?::boolean[], ?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[],"
         + " ?::text[], ?::text[])";
     this.markersSql = markersSql(s, true);
@@ -272,12 +272,12 @@ public final class KvStore {
 
   /**
    * What {@link #writeThenAck} did: the writes' results, the acks' results, and "kv", "lease", "done" (an ack's message
-   * was acknowledged before the bundle) or null.
+   * was finished by another consumer, V43) or null.
    */
   public record BundleResult(List<KvWriteResult> writes, List<io.queen.AckResult> acks, String fail) {}
 
   /**
-   * KV writes then acks (all under leases) in one auto-commit call of {@code bundle_kv_ack}: everything
+   * KV writes then acks (all under leases) in one auto-commit call of {@code bundle_kv_ack_fenced}: everything
    * applies, or nothing does and {@code fail} says whether a required write or a lease failed it.
    */
   public BundleResult writeThenAck(Connection c, List<KvWrite> ws, List<Broker.AckRequest> acks)

@@ -139,6 +139,9 @@ public final class HorizonWatch implements Runnable {
         String key = "standby:" + who + "@" + rs.getString(2);
         long age = rs.getLong(3);
         long[] first = standbys.getOrDefault(key, new long[] {now, age});
+        if (age <= first[1]) {
+          first = new long[] {now, age}; // nothing newer started yet: it holds nothing back, the clock starts later
+        }
         seen.put(key, first);
         if (age > first[1]) { // transactions newer than its xmin started since: it holds them back
           double held = (now - first[0]) / 1e9;

@@ -56,6 +56,8 @@ public final class Liveness {
   private volatile boolean takenOver;
   private volatile Thread thread;
   private volatile long beats;
+  /** The network timeout the heartbeat's connection had when it was borrowed (heartbeat thread only). */
+  private int networkTimeoutBefore;
   /** Told after each beat whether another node of the schema is alive. */
   private volatile java.util.function.Consumer<Boolean> othersAlive = alive -> { };
 
@@ -195,6 +197,7 @@ public final class Liveness {
             // a backend that stops answering (stopped, swapped out, a half-open socket) must not hold the beat up
             // until other nodes take this live node for dead: the beat gives up client-side too, and the next one
             // goes through a new connection
+            networkTimeoutBefore = c.getNetworkTimeout();
             c.setNetworkTimeout(Runnable::run, (int) networkTimeout().toMillis());
             try (Statement st = c.createStatement()) {
               st.execute("set statement_timeout = " + Math.max(100, interval.toMillis()));
@@ -268,7 +271,8 @@ public final class Liveness {
 
   /**
    * How long a beat waits for the database on its socket: twice the interval, at least a second. A beat stuck that long
-   * plus the next one on a new connection take at most three fifths of the session timeout.
+   * plus the next one on a new connection take three fifths of the session timeout (at the 2 s minimum timeout, 1.4 s
+   * of it).
    */
   Duration networkTimeout() {
     Duration twice = interval.multipliedBy(2);
@@ -276,12 +280,12 @@ public final class Liveness {
   }
 
   /** Resets what the heartbeat set on the connection and returns it to the pool. */
-  private static void giveBack(Connection c) {
+  private void giveBack(Connection c) {
     if (c == null) {
       return;
     }
     try {
-      c.setNetworkTimeout(Runnable::run, 0);
+      c.setNetworkTimeout(Runnable::run, networkTimeoutBefore); // the pool's own (its URL's socketTimeout)
     } catch (SQLException | RuntimeException ignored) {
       // closed by the timeout itself: the pool discards it
     }

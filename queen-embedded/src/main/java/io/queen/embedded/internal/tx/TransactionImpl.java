@@ -343,7 +343,7 @@ public final class TransactionImpl implements Transaction {
 
   /**
    * Whether the bundle is KV writes followed by acks under leases (once() per message + ack of the
-   * batch): then it runs as one auto-commit call of {@code bundle_kv_ack}, which undoes itself when a
+   * batch): then it runs as one auto-commit call of {@code bundle_kv_ack_fenced}, which undoes itself when a
    * required write or a lease fails.
    */
   private boolean kvThenAcks() {
@@ -445,6 +445,36 @@ public final class TransactionImpl implements Transaction {
     return false;
   }
 
+  /**
+   * Whether the message of ack {@code k} (answered ALREADY_ACKED) was finished by another consumer: its lease no longer
+   * holds the partition, and this call acknowledged nothing of the partition under that lease (which would have
+   * released it by completing the leased range). Under the caller's own live lease an ALREADY_ACKED is a message it
+   * acknowledged on its own before: a success that changes nothing, as for an ack alone.
+   */
+  private boolean finishedByAnother(Connection c, List<Broker.AckRequest> all, List<AckResult> results, int k)
+      throws SQLException {
+    Message m = all.get(k).message();
+    if (m.leaseId() == null) {
+      return false;
+    }
+    for (int j = 0; j < results.size(); j++) {
+      Message o = all.get(j).message();
+      if (results.get(j).outcome() == AckOutcome.ACKED && o.partitionId() == m.partitionId()
+          && m.consumerGroup().equals(o.consumerGroup()) && m.leaseId().equals(o.leaseId())) {
+        return false;
+      }
+    }
+    try (java.sql.PreparedStatement st = c.prepareStatement("select 1 from " + broker.schema() + ".cursors"
+        + " where partition_id = ? and group_name = ? and lease_id = ?")) {
+      st.setLong(1, m.partitionId());
+      st.setString(2, m.consumerGroup());
+      st.setObject(3, m.leaseId());
+      try (java.sql.ResultSet rs = st.executeQuery()) {
+        return !rs.next();
+      }
+    }
+  }
+
   private static String ackKey(Broker.AckRequest r) {
     Message m = r.message();
     return m.consumerGroup() + '\0' + m.partitionId() + '\0' + m.offset();
@@ -493,10 +523,11 @@ public final class TransactionImpl implements Transaction {
           }
         }
         for (int k = 0; k < results.size() && run.failure == null; k++) {
-          // acknowledged before this bundle (by the consumer that took the partition over, or by an earlier commit
-          // of this very bundle): its pushes and writes would be made a second time
+          // acknowledged before this bundle by another consumer that took the partition over: its pushes and writes
+          // would repeat that consumer's effects (V43 states the rule; bundle_kv_ack_fenced applies the same)
           boolean first = ackedHere.add(ackKey(all.get(k)));
-          if (effects && first && results.get(k).outcome() == AckOutcome.ALREADY_ACKED) {
+          if (effects && first && results.get(k).outcome() == AckOutcome.ALREADY_ACKED
+              && finishedByAnother(c, all, results, k)) {
             run.failure = ackFailure(AckOutcome.ALREADY_ACKED, owner.get(k), results, owner);
           }
         }

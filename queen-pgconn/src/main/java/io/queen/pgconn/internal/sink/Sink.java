@@ -73,8 +73,12 @@ public final class Sink {
         primary key (sink, partition_id, "offset"))""";
   /** How many times one batch is retried after transient failures before its leases are given back. */
   static final int TRANSIENT_RETRIES = 8;
-  /** How long a batch's target transaction may sit idle before PostgreSQL ends its session (see selectForUpdate). */
-  static final String IDLE_IN_TRANSACTION = "15s";
+  /**
+   * The value for {@code idle_in_transaction_session_timeout} in a batch's target transaction (see selectForUpdate):
+   * 15 s, or the session's own when that is stricter.
+   */
+  static final String IDLE_IN_TRANSACTION = "(select case when setting::int between 1 and 14999 then setting"
+      + " else '15000' end from pg_settings where name = 'idle_in_transaction_session_timeout')";
   /** The longest a statement on the sink's own connection to a target may wait for an answer (pgjdbc socketTimeout). */
   static final int SOCKET_TIMEOUT_S = 120;
   /** A sql-mode sink: whether the target database has a deferrable constraint (read at start). */
@@ -836,7 +840,7 @@ public final class Sink {
         + " moved as (select (select count(*) from advance) + (select count(*) from created) as n), applied as ("
         + rows.sql.replace(ROWS_PARAM, "(select case when moved.n = ? then ?::jsonb else '[]'::jsonb end from moved)")
         + " returning 1) select moved.n, (select count(*) from applied), set_config("
-        + "'idle_in_transaction_session_timeout', '" + IDLE_IN_TRANSACTION + "', true) from moved"); // selectForUpdate
+        + "'idle_in_transaction_session_timeout', " + IDLE_IN_TRANSACTION + ", true) from moved"); // selectForUpdate
     st.setArray(1, c.createArrayOf("bigint", pids));
     st.setArray(2, c.createArrayOf("text", names));
     st.setArray(3, c.createArrayOf("bigint", first));
@@ -911,13 +915,13 @@ public final class Sink {
    * Locks the batch's progress rows, and bounds how long this transaction may then sit idle: a worker whose process
    * is paused (a long GC, a frozen VM) mid-batch would otherwise hold these row locks until it goes on, and every
    * node that took its partitions over would wait on them, without bound. PostgreSQL ends such a session after
-   * {@link #IDLE_IN_TRANSACTION}; its transaction rolls back and the new holder goes on. A working worker's statements
+   * 15 s ({@link #IDLE_IN_TRANSACTION}); its transaction rolls back and the new holder goes on. A working worker's statements
    * follow each other within milliseconds. {@code set_config(..., true)} lasts the transaction only, so a pooled
    * connection goes back as it came.
    */
   private Map<Long, Long> selectForUpdate(Connection c, Object[] pids) throws SQLException {
     PreparedStatement sel = prepared(c, "select partition_id, last_offset, set_config("
-        + "'idle_in_transaction_session_timeout', '" + IDLE_IN_TRANSACTION + "', true) from " + PROGRESS
+        + "'idle_in_transaction_session_timeout', " + IDLE_IN_TRANSACTION + ", true) from " + PROGRESS
         + " where sink = ? and partition_id = any(?::bigint[]) order by partition_id for update");
     sel.setString(1, spec.name());
     sel.setArray(2, c.createArrayOf("bigint", pids));

@@ -65,6 +65,8 @@ public final class Source {
   /** When {@link #slotLag} was last read ({@link System#nanoTime()}); 0 before the first read. */
   private volatile long slotLagAt;
   private volatile long pointerLsn;
+  /** The idle standby slots last warned about (owner thread only). */
+  private String idleSaid = "";
   /** When this owner first found the slot held by someone else (nanoTime), 0 while it was not (owner thread only). */
   private long slotBusySince;
   private volatile long lastCommitMicros;
@@ -360,6 +362,7 @@ public final class Source {
             Thread.sleep(Math.max(100, lease.ttl().toMillis() / 3));
             continue;
           }
+          slotBusySince = 0; // a new spell of ownership: any wait for the slot starts from here
           LOG.info("{} - source '{}': this node owns it now", host.nodeId(), spec.name());
         }
         if (lastCode == null) {
@@ -465,6 +468,9 @@ public final class Source {
    * read again.
    */
   private KvEntry fencePointer() {
+    if (!leaseNamesThisNode()) {
+      return null; // this node was paused past its lease: it must not move the pointer under the new owner
+    }
     String key = Lease.pointerKey(spec.name());
     KvEntry pe = host.queen().kv().get(Lease.NAMESPACE, key);
     for (int i = 0; pe.found() && i < 5; i++) {
@@ -492,8 +498,8 @@ public final class Source {
       slotBusySince = now;
       return;
     }
-    if (now - slotBusySince < lease.ttl().toNanos() || !lease.held()) {
-      return;
+    if (now - slotBusySince < lease.ttl().toNanos() || !leaseNamesThisNode()) {
+      return; // (a node paused past its lease must not end the new owner's walsender)
     }
     try (PreparedStatement st = normal.prepareStatement("select a.pid, pg_terminate_backend(a.pid)"
         + " from pg_replication_slots s join pg_stat_activity a on a.pid = s.active_pid"
@@ -515,6 +521,24 @@ public final class Source {
     }
   }
 
+  /**
+   * Whether the lease, as stored, names this node: what {@link Lease#held()} believes is this node's own view, which a
+   * pause past the TTL leaves stale until the renewal thread notices. A lease that names another node is given up here.
+   */
+  private boolean leaseNamesThisNode() {
+    KvEntry l;
+    try {
+      l = Lease.read(host.kv(), spec.name());
+    } catch (RuntimeException e) {
+      return false; // Queen's database out of reach: do nothing that needs the lease
+    }
+    if (l.found() && host.nodeId().equals(l.value().path("node").asText())) {
+      return true;
+    }
+    lease.abandon();
+    return false;
+  }
+
   /** One spell of ownership: setup, slot check, stream, lease renewals; returns when it ends. */
   private void own() throws SQLException, InterruptedException {
     SourceConnections conns;
@@ -532,6 +556,11 @@ public final class Source {
         return;
       }
       KvEntry pe = fencePointer();
+      if (pe == null) {
+        LOG.warn("{} - source '{}': the lease names another node now (this node was paused past it?); standing by",
+            host.nodeId(), spec.name());
+        return;
+      }
       Pointer pointer = pe.found() ? Pointer.of(pe.value(), codec) : null;
       long pv = pe.found() ? pe.version() : 0;
       try {
@@ -594,7 +623,10 @@ public final class Source {
           return;
         }
       }
-      if (slot.exists() && !slot.failover() && SourceSetup.hasStandbys(normal)) {
+      if (createdSlot || !slot.exists()) {
+        slot = SourceSetup.slot(normal, spec.slot()); // created just now: as it is
+      }
+      if (slot.exists() && !slot.failover() && slot.activePid() == null && SourceSetup.hasStandbys(normal)) {
         // created before the server had a standby: a failover would lose it (slot_lost, a resync)
         try (Connection repl = conns.replication(codec)) {
           SourceSetup.makeFailover(repl, spec.slot());
@@ -606,7 +638,10 @@ public final class Source {
         }
       }
       List<String> idle = slot.exists() && slot.failover() ? SourceSetup.idleStandbySlots(normal) : List.of();
-      if (!idle.isEmpty()) {
+      String idleNow = String.join(", ", idle);
+      boolean sayIdle = !idle.isEmpty() && !idleNow.equals(idleSaid); // once per change, not at every retry
+      idleSaid = idleNow;
+      if (sayIdle) {
         LOG.warn("{} - source '{}': synchronized_standby_slots names {}, which no standby streams from now: PostgreSQL"
             + " holds back the changes of every failover slot, this source's included, until each named standby"
             + " confirms them (after a promotion the server keeps its old primary's setting, naming itself: clear it)",
@@ -627,7 +662,8 @@ public final class Source {
       }
       hook = h;
       // read at each start: a synchronized_standby_slots changed since counts from the next start
-      StandbyGate gate = StandbyGate.of(host.dataSource(), host.nodeId() + " - source '" + spec.name() + "'");
+      StandbyGate gate = StandbyGate.of(host.dataSource(), spec.slot(),
+          host.nodeId() + " - source '" + spec.name() + "'");
       Connection repl = conns.replication(codec);
       Stream s = new Stream(this, spec, codec, host.queen(), host.mapper(), normal, repl, h, pointer, pv, gate);
       try {

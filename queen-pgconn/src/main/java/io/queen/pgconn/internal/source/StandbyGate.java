@@ -15,14 +15,15 @@ import org.slf4j.LoggerFactory;
  * Holds a source's confirmations back until Queen's commit that recorded them is on the standbys that
  * {@code synchronized_standby_slots} names in Queen's database (PostgreSQL 17).
  *
- * <p>Why: PostgreSQL synchronises a failover slot's position to a standby once the standby has the WAL up to that
+ * <p>Only for a failover slot in Queen's own database ({@link #of}). Why: PostgreSQL synchronises a failover slot's position to a standby once the standby has the WAL up to that
  * position, but the source confirms a change only after Queen committed it, and that commit comes later in the WAL
  * than the change. A standby that had the change and not yet Queen's commit of it could get the slot's new position,
  * and after a failover to it the slot would be past a change the queue there does not hold: the source would stop
  * with {@code slot_ahead} and need a resync. With the gate the slot moves only as far as the standbys hold Queen's
  * pointer, so after a failover the slot is at or behind the pointer and the source goes on; what it reads again at
- * or below the pointer it drops, as after any restart. The same holds when Queen's database is not the source's and
- * it is Queen's database that fails over: its lost commits are then streamed again.
+ * or below the pointer it drops, as after any restart. (When Queen's database is another server, a failover of it
+ * under asynchronous replication can take the pointer back behind the slot: the source stops with
+ * {@code slot_ahead}; the README advises synchronous replication for Queen's database then.)
  *
  * <p>Without the setting nothing is held (the standbys Queen's database has, if any, are not failover candidates the
  * operator named). A named slot that is missing, invalidated or behind holds every confirmation, as PostgreSQL itself
@@ -67,19 +68,28 @@ final class StandbyGate {
   }
 
   /**
-   * The gate for Queen's database as {@code synchronized_standby_slots} is set there now, or {@code null} when it
-   * names no slot (or the server predates the setting).
+   * The gate for a source whose slot is {@code sourceSlot}, as {@code synchronized_standby_slots} is set in Queen's
+   * database now; {@code null} (confirm at once) when the setting names no slot, or when Queen's database does not
+   * hold that slot as a failover slot: the source's database is another one (a failover of the source's server
+   * does not take Queen's pointer back, and Queen's standbys must not hold back the source server's WAL), or the
+   * slot is not a failover slot (PostgreSQL holds back none of its changes, and a failover loses it anyway).
    */
-  static StandbyGate of(DataSource queenDb, String who) throws SQLException {
+  static StandbyGate of(DataSource queenDb, String sourceSlot, String who) throws SQLException {
     String setting;
+    boolean failoverSlotHere;
     try (Connection c = queenDb.getConnection();
-        PreparedStatement st = c.prepareStatement("select current_setting('synchronized_standby_slots', true)");
-        ResultSet rs = st.executeQuery()) {
-      rs.next();
-      setting = rs.getString(1);
+        PreparedStatement st = c.prepareStatement("select current_setting('synchronized_standby_slots', true),"
+            + " exists (select 1 from pg_replication_slots where slot_name = ? and failover"
+            + " and database = current_database())")) {
+      st.setString(1, sourceSlot);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        setting = rs.getString(1);
+        failoverSlotHere = rs.getBoolean(2);
+      }
     }
     List<String> slots = parse(setting);
-    return slots.isEmpty() ? null : new StandbyGate(queenDb, slots, who, WARN_AFTER_NANOS);
+    return slots.isEmpty() || !failoverSlotHere ? null : new StandbyGate(queenDb, slots, who, WARN_AFTER_NANOS);
   }
 
   /** The slot names of a {@code synchronized_standby_slots} value (a comma-separated list, names maybe quoted). */
@@ -92,6 +102,8 @@ final class StandbyGate {
       String name = part.trim();
       if (name.length() >= 2 && name.startsWith("\"") && name.endsWith("\"")) {
         name = name.substring(1, name.length() - 1).replace("\"\"", "\"");
+      } else {
+        name = name.toLowerCase(java.util.Locale.ROOT); // PostgreSQL folds an unquoted name to lower case
       }
       if (!name.isEmpty()) {
         out.add(name);

@@ -70,9 +70,10 @@ class StandbyGateTest {
     assertThat(StandbyGate.parse(null)).isEmpty();
     assertThat(StandbyGate.parse("")).isEmpty();
     assertThat(StandbyGate.parse("standby1")).containsExactly("standby1");
-    assertThat(StandbyGate.parse(" a , \"B c\",d ")).containsExactly("a", "B c", "d");
+    assertThat(StandbyGate.parse(" a , \"B c\",D ")).as("unquoted names folded to lower case, as PostgreSQL does")
+        .containsExactly("a", "B c", "d");
     // the test server names none: no gate, the source confirms as soon as Queen committed
-    assertThat(StandbyGate.of(db.dataSource(), "test")).isNull();
+    assertThat(StandbyGate.of(db.dataSource(), "queen_some_source", "test")).isNull();
   }
 
   private void sql(String... statements) throws SQLException {
