@@ -36,7 +36,8 @@ public record CommitResult(boolean success, Reason reason, int failedOperation, 
     LEASE_LOST,
     /**
      * An ack answered {@code ALREADY_ACKED} for a message whose lease no longer holds its partition, and the bundle
-     * pushes or writes: most often a consumer that stalled (a long pause, a frozen host) past its lease while another
+     * pushes or writes, or is joined to the caller's transaction ({@code commit(Connection)}, whose own work is an
+     * effect too): most often a consumer that stalled (a long pause, a frozen host) past its lease while another
      * took the partition over and finished the message, or a bundle committed again after its first commit's outcome
      * was unknown. Its pushes and writes would repeat effects already made, so nothing of the bundle was applied;
      * {@code acks} holds that ack call's results. Under the consumer's own live lease {@code ALREADY_ACKED} stays a

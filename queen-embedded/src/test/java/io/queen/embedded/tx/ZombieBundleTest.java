@@ -91,6 +91,20 @@ class ZombieBundleTest {
   }
 
   @Test
+  void aJoinedTransactionThatOnlyAcksAMessageAnotherConsumerFinishedIsRefused(DataSource ds) throws Exception {
+    try (Queen a = node(ds, "zombie-joined-a"); Queen b = node(ds, "zombie-joined-b")) {
+      Message m = finishedByAnother(a, b, "zq9");
+      try (Connection c = ds.getConnection()) {
+        c.setAutoCommit(false);
+        // the caller's own work is the effect: commit(Connection) counts it as one
+        CommitResult r = a.transaction().ack(m).commit(c);
+        assertThat(r.reason()).isEqualTo(CommitResult.Reason.ALREADY_ACKED);
+        c.rollback();
+      }
+    }
+  }
+
+  @Test
   void acksAloneOfAFinishedMessageStillCommit(DataSource ds) throws Exception {
     try (Queen a = node(ds, "zombie-acks-a"); Queen b = node(ds, "zombie-acks-b")) {
       Message m = finishedByAnother(a, b, "zq4");

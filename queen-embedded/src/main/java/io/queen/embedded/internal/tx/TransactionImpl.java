@@ -483,7 +483,8 @@ public final class TransactionImpl implements Transaction {
   /** Runs the operations in order on {@code c}; stops at the first that fails the bundle. Does not roll back. */
   private Run apply(Connection c, boolean notifyInTransaction) throws SQLException {
     Run run = new Run();
-    boolean effects = hasEffects();
+    // joined to the caller's transaction (commit(Connection)), the caller's own work is an effect too
+    boolean effects = notifyInTransaction || hasEffects();
     Set<String> ackedHere = new HashSet<>();
     int i = 0;
     while (i < ops.size() && run.failure == null) {

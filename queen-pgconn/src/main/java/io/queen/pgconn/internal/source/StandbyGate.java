@@ -40,6 +40,7 @@ final class StandbyGate {
   static final long NONE = -1;
 
   private static final String LEVEL = "select (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8,"
+      + " current_setting('synchronized_standby_slots', true),"
       + " (select (min(restart_lsn) - '0/0'::pg_lsn)::int8 from pg_replication_slots"
       + "   where slot_type = 'physical' and slot_name = any(?) and invalidation_reason is null),"
       + " (select count(*) from pg_replication_slots"
@@ -47,7 +48,8 @@ final class StandbyGate {
       + "   and invalidation_reason is null)";
 
   private final DataSource queenDb;
-  private final String[] slots;
+  /** The slots waited for: the setting as last read (it is read with every level, so a change counts at once). */
+  private String[] slots;
   private final String who;
   private final long warnAfterNanos;
   /** {flush to confirm, Queen's WAL position after the commit that recorded it}, both ascending. */
@@ -143,18 +145,34 @@ final class StandbyGate {
     return held.isEmpty() ? NONE : release(level()[1]);
   }
 
-  /** {Queen's WAL position now, the lowest position every named standby has, or -1 while one lacks a slot}. */
+  /**
+   * {Queen's WAL position now, the lowest position every named standby has, or -1 while one lacks a slot}. The setting
+   * is read in the same query: cleared (as after a promotion, when it named the old primary's standby), nothing is
+   * held any more; changed, the new names count from this call on.
+   */
   private long[] level() throws SQLException {
     try (Connection c = queenDb.getConnection(); PreparedStatement st = c.prepareStatement(LEVEL)) {
-      java.sql.Array names = c.createArrayOf("text", slots);
-      st.setArray(1, names);
-      st.setArray(2, names);
-      try (ResultSet rs = st.executeQuery()) {
-        rs.next();
-        long now = rs.getLong(1);
-        long min = rs.getLong(2);
-        boolean all = !rs.wasNull() && rs.getLong(3) == slots.length;
-        return new long[] {now, all ? min : -1};
+      for (int tries = 0; ; tries++) {
+        java.sql.Array names = c.createArrayOf("text", slots);
+        st.setArray(1, names);
+        st.setArray(2, names);
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          long now = rs.getLong(1);
+          List<String> setting = parse(rs.getString(2));
+          if (setting.isEmpty()) {
+            return new long[] {now, Long.MAX_VALUE}; // no standby named any more: confirm what Queen holds
+          }
+          if (!setting.equals(List.of(slots)) && tries == 0) {
+            LOG.info("{}: synchronized_standby_slots names {} now; confirmations wait for those", who,
+                String.join(", ", setting));
+            slots = setting.toArray(new String[0]);
+            continue;
+          }
+          long min = rs.getLong(3);
+          boolean all = !rs.wasNull() && rs.getLong(4) == slots.length;
+          return new long[] {now, all ? min : -1};
+        }
       }
     }
   }
