@@ -44,12 +44,15 @@ class ZombieBundleTest {
   }
 
   /** The zombie's message, and the other node having taken it over (its lease expired) and finished it. */
-  private static Message finishedByAnother(Queen zombie, Queen other, String q) throws InterruptedException {
+  private static Message finishedByAnother(Queen zombie, Queen other, String q) {
     zombie.queue(q).partition("p").push(Map.of("n", 0));
     List<Message> got = zombie.queue(q).consumer().leaseTime(Duration.ofMillis(300)).pop();
     assertThat(got).hasSize(1);
-    Thread.sleep(500);
-    List<Message> again = other.queue(q).consumer().pop();
+    List<Message> again = new java.util.ArrayList<>();
+    Awaitility.await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(50)).until(() -> {
+      again.addAll(other.queue(q).consumer().pop()); // once the zombie's lease has run out
+      return !again.isEmpty();
+    });
     assertThat(again).hasSize(1);
     assertThat(other.ack(again.get(0)).outcome()).isEqualTo(AckOutcome.ACKED);
     return got.get(0);
