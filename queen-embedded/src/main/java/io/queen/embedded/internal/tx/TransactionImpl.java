@@ -359,9 +359,7 @@ public final class TransactionImpl implements Transaction {
         return false;
       }
     }
-    // the one-call paths fail on any ALREADY_ACKED; a message acked twice in the bundle goes the general way, which
-    // tells its own second ack from one of a message acknowledged before the bundle
-    return !acksAMessageTwice();
+    return true;
   }
 
   private Run applyKvThenAcks(Connection c) throws SQLException {
@@ -420,26 +418,11 @@ public final class TransactionImpl implements Transaction {
         : CommitResult.Reason.ALREADY_ACKED, failed, null, 0, List.of(), List.copyOf(mine), List.of(), List.of());
   }
 
-  /** Whether the bundle pushes or writes: then an ack of a message acknowledged before it fails the bundle. */
+  /** Whether the bundle pushes or writes: then an ack of a message another consumer finished fails the bundle. */
   private boolean hasEffects() {
     for (Op op : ops) {
       if (op instanceof PushOp || op instanceof WriteOp) {
         return true;
-      }
-    }
-    return false;
-  }
-
-  /** Whether two of the bundle's acks are of the same message (the second answers ALREADY_ACKED, its own doing). */
-  private boolean acksAMessageTwice() {
-    Set<String> seen = new HashSet<>();
-    for (Op op : ops) {
-      if (op instanceof AckOp a) {
-        for (Broker.AckRequest r : a.acks()) {
-          if (!seen.add(ackKey(r))) {
-            return true;
-          }
-        }
       }
     }
     return false;
