@@ -337,9 +337,10 @@ public final class KvStore {
    * The marker fast path of {@link #writeThenAck}, for put-if-absent writes only (once() per message + the batch's
    * acks): one plain auto-commit statement, a multi-row insert of the markers and the ack call, with no PL/pgSQL for the
    * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (its version from the
-   * store's sequence, the value as stored), or it applies nothing and returns {@code null}: a key had a row (any row: live, expired, or just committed
-   * by a concurrent bundle), a lease was lost, or a message was acknowledged before the bundle. The caller then runs {@link #writeThenAck}, which says exactly which
-   * and why. Call it on an auto-commit connection only.
+   * store's sequence, the value as stored), or it applies nothing and returns {@code null}: a key had a row (any row:
+   * live, expired, or just committed by a concurrent bundle), a lease was lost, or an ack answered ALREADY_ACKED. The
+   * caller then runs {@link #writeThenAck}, which says exactly which and why (and applies a bundle whose ALREADY_ACKED
+   * came under its own live lease). Call it on an auto-commit connection only.
    */
   public BundleResult markersThenAck(Connection c, List<KvWrite> ws, List<Broker.AckRequest> acks)
       throws SQLException {

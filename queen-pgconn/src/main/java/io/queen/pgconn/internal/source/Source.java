@@ -489,8 +489,9 @@ public final class Source {
    * ({@code application_name}), it belongs to an earlier owner that lost the lease without letting go, a paused
    * process or a host cut off, which PostgreSQL would otherwise keep until {@code wal_sender_timeout} (60 s by default)
    * or for as long as the host's TCP stack answers for it. After one lease TTL of waiting it is ended
-   * ({@code pg_terminate_backend}, which the source's role may do to its own sessions), so the takeover takes about a
-   * TTL, as after a crash. A slot held by anything else (another program) is waited for, never ended.
+   * ({@code pg_terminate_backend}, which the source's role may do to its own sessions), so the takeover takes about
+   * two TTLs (the lease's, then this wait). A slot held by anything else (another program) is waited for, never
+   * ended.
    */
   private void endStaleWalsender(Connection normal) {
     long now = System.nanoTime();
@@ -661,7 +662,8 @@ public final class Source {
         }
       }
       hook = h;
-      // read at each start: a synchronized_standby_slots changed since counts from the next start
+      // decided at each start (a gate then reads the setting with every bundle; one that was empty at the start
+      // counts from the next start)
       StandbyGate gate = StandbyGate.of(host.dataSource(), spec.slot(),
           host.nodeId() + " - source '" + spec.name() + "'");
       Connection repl = conns.replication(codec);

@@ -43,9 +43,9 @@ import org.slf4j.LoggerFactory;
  * those in the order they were built, each with the pointer write ({@code expect} = the version this owner last
  * wrote), so the committer builds the next bundle while the database works on the one before (at most one waits).
  * Only after a commit does the pusher publish the transaction's end LSN, which the I/O thread confirms (never
- * backwards); with {@code synchronized_standby_slots} set in Queen's database, only once the standbys it names have
- * that commit too ({@link StandbyGate}). Changes at or below the pointer (by commit LSN and ordinal) are dropped; the committer judges that
- * against the pointer as it will be once everything it handed over is committed ({@code planned}), which is the
+ * backwards); for a failover slot, with {@code synchronized_standby_slots} set in Queen's database, only once the
+ * standbys it names have that commit too ({@link StandbyGate}). Changes at or below the pointer (by commit LSN and
+ * ordinal) are dropped; the committer judges that against the pointer as it will be once everything it handed over is committed ({@code planned}), which is the
  * pointer Queen holds whenever nothing is in flight. A failure ends all three threads (what was built and not
  * committed is dropped; the pointer did not move for it); {@link #failure()} says why, and the owner starts a new
  * stream.
