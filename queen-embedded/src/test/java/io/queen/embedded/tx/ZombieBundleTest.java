@@ -11,7 +11,7 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.embedded.internal.QueenImpl;
+import io.queen.embedded.LivenessTest;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -193,7 +193,7 @@ class ZombieBundleTest {
             tx.push(q + "-effects", "p", Map.of("by", "a")); // no marker: the ack's fence alone keeps it out
           })) {
         assertThat(inHandler.await(10, TimeUnit.SECONDS)).isTrue();
-        stall(ds, a); // a looks dead from here on: b may take its lease
+        LivenessTest.kill(ds, a); // a looks dead from here on (a pause): b may take its lease; its threads go on
         List<Message> taken = b.queue(q).group("g").subscription(SubscriptionMode.ALL).pop();
         assertThat(taken).hasSize(1);
         b.transaction().push(q + "-effects", "p", Map.of("by", "b")).ack(taken.get(0)).commit();
@@ -202,17 +202,6 @@ class ZombieBundleTest {
         assertThat(s.acked()).isZero();
       }
       assertThat(count(ds, q + "-effects")).as("the effect once, by the node that finished the message").isEqualTo(1);
-    }
-  }
-
-  /** The node stops heartbeating and its row is stale at once, as after a long pause; its threads go on. */
-  private static void stall(DataSource ds, Queen q) throws SQLException {
-    ((QueenImpl) q).liveness().pause(true);
-    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("update queen.nodes"
-        + " set heartbeat_at = clock_timestamp() - interval '1 hour', dead_after = clock_timestamp() - interval '1 second'"
-        + " where node_id = ?")) {
-      st.setString(1, q.nodeId());
-      assertThat(st.executeUpdate()).isEqualTo(1);
     }
   }
 

@@ -1,5 +1,7 @@
 package io.queen.e2e;
 
+import static org.awaitility.Awaitility.await;
+
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -63,14 +65,8 @@ final class StandbyPair implements AutoCloseable {
   /** Starts the standby from the copy taken at boot; returns once it streams from the primary. */
   void startStandby() throws Exception {
     standby = server(dir.resolve("standby"), standbyPort).start();
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (query(primaryPort, "select count(*) from pg_stat_replication where state = 'streaming'").get(0)
-        .equals("0")) {
-      if (System.nanoTime() > deadline) {
-        throw new IllegalStateException("the standby did not start streaming within 60 s");
-      }
-      Thread.sleep(100);
-    }
+    await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100)).until(() -> !query(primaryPort,
+        "select count(*) from pg_stat_replication where state = 'streaming'").get(0).equals("0"));
   }
 
   private void boot() throws Exception {
@@ -136,38 +132,28 @@ final class StandbyPair implements AutoCloseable {
   void killPrimary() throws Exception {
     String pid = Files.readAllLines(dir.resolve("primary").resolve("postmaster.pid")).get(0).trim();
     run("kill", "-9", pid);
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (true) {
-      try (Connection c = connect(primaryPort)) {
-        if (System.nanoTime() > deadline) {
-          throw new IllegalStateException("the primary still answers 30 s after kill -9");
-        }
-      } catch (SQLException gone) {
-        return;
-      }
-      Thread.sleep(50);
-    }
+    await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50)).until(() -> !answers(primaryPort));
   }
 
   /** Promotes the standby and waits until it accepts writes. */
-  void promote() throws SQLException, InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (true) { // a standby restarting its processes (a killed walreceiver) refuses connections for a moment
-      try (Connection c = connect(standbyPort)) {
-        break;
-      } catch (SQLException e) {
-        if (System.nanoTime() > deadline) {
-          throw e;
-        }
-        Thread.sleep(100);
-      }
-    }
+  void promote() throws SQLException {
+    // a standby restarting its processes (a killed walreceiver) refuses connections for a moment
+    await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100)).until(() -> answers(standbyPort));
     try (Connection c = connect(standbyPort); Statement st = c.createStatement();
         ResultSet rs = st.executeQuery("select pg_promote(true, 60)")) {
       rs.next();
       if (!rs.getBoolean(1)) {
         throw new IllegalStateException("the standby was not promoted within 60 s");
       }
+    }
+  }
+
+  /** Whether the server at {@code port} accepts a connection now. */
+  private static boolean answers(int port) {
+    try (Connection c = connect(port)) {
+      return true;
+    } catch (SQLException e) {
+      return false;
     }
   }
 
