@@ -78,7 +78,8 @@ class ConnectTest {
         .hasMessageContaining("127.0.0.1:" + port).hasMessageContaining("connectTimeout PT1S")
         .hasMessageNotContaining("pw-not-shown")
         .satisfies(e -> assertThat(((QueenDatabaseException) e).isTransient()).isTrue());
-    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(5));
+    // bounded (it hung without limit once); loose enough for the first test of a JVM on a busy 2-core machine
+    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(10));
   }
 
   /**

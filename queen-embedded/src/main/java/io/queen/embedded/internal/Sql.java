@@ -25,7 +25,7 @@ public final class Sql {
     SERIALIZATION_FAILURE("40001", true),
     DEADLOCK_DETECTED("40P01", true),
     LOCK_NOT_AVAILABLE("55P03", true),
-    QUERY_CANCELED("57014", false),
+    QUERY_CANCELED("57014", true),
     ADMIN_SHUTDOWN("57P01", true),
     UNIQUE_VIOLATION("23505", false),
     RAISE_EXCEPTION("P0001", false);
@@ -43,7 +43,12 @@ public final class Sql {
     }
   }
 
-  /** Whether retrying the whole transaction may succeed: serialization, deadlock, lock timeout, class 08. */
+  /**
+   * Whether retrying the whole transaction may succeed: serialization, deadlock, lock timeout, class 08, and the
+   * server running short of something that comes back — class 53 (disk full, out of memory, too many connections)
+   * and 57014 (a statement canceled: {@code statement_timeout}, an administrator's cancel). None of these says
+   * anything about the data, so none may count against a message.
+   */
   public static boolean isTransient(SQLException e) {
     String s = e.getSQLState();
     if (s == null) {
@@ -51,6 +56,9 @@ public final class Sql {
     }
     if (s.startsWith("08")) {
       return true; // connection exception
+    }
+    if (s.startsWith("53")) {
+      return true; // insufficient resources: 53100 disk full, 53200 out of memory, 53300 too many connections
     }
     if (s.startsWith("28")) {
       return false; // authorisation: never retried

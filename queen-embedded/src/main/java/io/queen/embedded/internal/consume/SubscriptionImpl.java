@@ -115,6 +115,8 @@ public final class SubscriptionImpl implements Subscription {
   private final AtomicBoolean warnedUnrequiredMarker = new AtomicBoolean();
   private final AtomicBoolean warnedSelfCommit = new AtomicBoolean();
   private volatile ScheduledFuture<?> renewal;
+  /** The lease time of this subscription's pops; set when its threads start. */
+  private volatile Duration lease = Duration.ofSeconds(30);
   /** False for a group whose expired leases are released without an attempt (V14); set before {@link #start}. */
   private volatile boolean expiryCounts = true;
   /** Whether the group's flag is in place (only asked for when {@code expiryCounts} is false). */
@@ -158,7 +160,7 @@ public final class SubscriptionImpl implements Subscription {
   }
 
   private void startThreads() {
-    Duration lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().config(request.queue()).leaseTime();
+    lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().config(request.queue()).leaseTime();
     long every = Math.max(50, lease.toMillis() / 3);
     renewal = queen.scheduler().scheduleAtFixedRate(this::renewLeases, every, every, TimeUnit.MILLISECONDS);
     String group = Queen.DEFAULT_GROUP.equals(request.group()) ? "default" : request.group();
@@ -790,14 +792,14 @@ public final class SubscriptionImpl implements Subscription {
         failHeads(heads, messages.size(), e);
         return null;
       }
-      // the outcome is unknown: give the leases back without blaming the message; on redelivery its marker
-      // tells whether this commit happened
+      // the database's trouble, not the message's (a lost connection, a full disk, no free connection): give the
+      // leases back without blaming the message; on redelivery its marker tells whether this commit happened
       LogThrottle.Decision d = throttle.admit(LogThrottle.kind("commit", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {
         LOG.warn("{} - commit of a bundle of {} failed ({}); its outcome is unknown, so the lease is given back and the"
             + " message redelivered", queen.nodeId(), where, Sql.describe(e));
       }
-      giveBack(heads);
+      giveBackPatiently(heads);
       return null;
     } catch (BrokerClosedException e) {
       // the node finished closing while this handler ran past the grace period: not the message's fault
@@ -943,6 +945,48 @@ public final class SubscriptionImpl implements Subscription {
     } catch (RuntimeException e) {
       LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
           heads.size(), where, Sql.describe(e));
+    }
+  }
+
+  /**
+   * Gives the leases back after a transient failure, trying again (100 ms doubling to 1 s) while the database
+   * does not answer, for up to the lease time: the leases stay renewed meanwhile, and a lease left to expire on a
+   * live node counts an attempt, so an outage shorter than the lease costs the message none. Stops trying when
+   * the subscription closes (close gives back what is left).
+   */
+  private void giveBackPatiently(List<Message> heads) {
+    if (heads.isEmpty()) {
+      return;
+    }
+    long deadline = System.nanoTime() + lease.toNanos();
+    long pause = 100;
+    for (int tries = 1; ; tries++) {
+      try {
+        queen.broker().release(heads);
+        if (tries > 1) {
+          LOG.info("{} - gave back {} lease(s) of {} after {} tries", queen.nodeId(), heads.size(), where, tries);
+        }
+        return;
+      } catch (RuntimeException e) {
+        boolean again = e instanceof QueenDatabaseException q && q.isTransient() && running.get()
+            && System.nanoTime() + pause * 1_000_000L < deadline;
+        if (!again) {
+          LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
+              heads.size(), where, Sql.describe(e));
+          return;
+        }
+        if (tries == 1) {
+          LOG.warn("{} - could not give back {} lease(s) of {} ({}); trying again while the database does not answer,"
+              + " for up to the lease time", queen.nodeId(), heads.size(), where, Sql.describe(e));
+        }
+        try {
+          Thread.sleep(pause);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          return;
+        }
+        pause = Math.min(1_000, pause * 2);
+      }
     }
   }
 

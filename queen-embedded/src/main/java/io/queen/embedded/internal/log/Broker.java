@@ -180,17 +180,19 @@ public final class Broker {
    * {@link PushOutcomeUnknownException} with the items and the ids used.
    */
   public List<PushResult> push(List<PushItem> items, String defaultQueue) {
-    Prepared p = prepare(items, defaultQueue, null);
+    long[] firstFailure = {0}; // one budget for the whole call: the retries of prepare count toward the push's
+    Prepared p = prepareRetrying(items, defaultQueue, firstFailure);
+    long since = firstFailure[0];
     List<PushResult> res;
     try {
       res = p.onePartition() && p.queues.length <= PartitionLanes.MAX_ITEMS
-          ? lanes.push(p, merged -> pushRetrying(merged, false), one -> pushRetrying(one, true))
-          : pushRetrying(p, true);
+          ? lanes.push(p, merged -> pushRetrying(merged, false, since), one -> pushRetrying(one, true, since))
+          : pushRetrying(p, true, since);
     } catch (StaleEncryptionView e) {
       // a queue was switched to encryption after this node read its options: nothing was stored; seal and push again
       p = prepare(items, defaultQueue, null);
       try {
-        res = pushRetrying(p, true);
+        res = pushRetrying(p, true, 0);
       } catch (StaleEncryptionView again) {
         throw new io.queen.EncryptionException(again.queue, "queue '" + again.queue + "' refused a plain payload twice"
             + " although its options were read again: nothing was pushed; push again");
@@ -202,12 +204,40 @@ public final class Broker {
   }
 
   /**
-   * Pushes with retries (see {@link #push(List, String)}). With {@code full} false the first try takes the common path
+   * {@link #prepare} (which may read a queue's options), retried on a transient failure like the push itself: nothing
+   * is stored before it, so a failure there leaves nothing to reconcile.
+   */
+  private Prepared prepareRetrying(List<PushItem> items, String defaultQueue, long[] firstFailure) {
+    for (int attempt = 0; ; attempt++) {
+      try {
+        return prepare(items, defaultQueue, null);
+      } catch (QueenDatabaseException e) {
+        long now = System.nanoTime();
+        if (attempt == 0) {
+          firstFailure[0] = now;
+        }
+        long pause = retryPause(attempt);
+        if (!e.isTransient() || now + pause * 1_000_000L - firstFailure[0] >= pushRetryNanos) {
+          throw e;
+        }
+        try {
+          Thread.sleep(pause);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * Pushes with retries (see {@link #push(List, String)}), within {@code pushRetryNanos} of the call's first failure
+   * ({@code earlierFailure}, 0 while none). With {@code full} false the first try takes the common path
    * only and returns {@code null}, having stored nothing, when the items need the full push (a combined batch of
    * several calls, which then push alone).
    */
-  private List<PushResult> pushRetrying(Prepared p, boolean full) {
-    long firstFailure = 0;
+  private List<PushResult> pushRetrying(Prepared p, boolean full, long earlierFailure) {
+    long firstFailure = earlierFailure; // System.nanoTime() of the call's first failure, 0 while none
     boolean uncertain = false; // an earlier try may have committed
     for (int attempt = 0; ; attempt++) {
       boolean sent = false;
@@ -234,7 +264,7 @@ public final class Broker {
         uncertain |= lost;
         boolean retriable = Sql.isConnectionLoss(e) || Sql.isTransient(e) || e instanceof SQLTransientException;
         long now = System.nanoTime();
-        if (attempt == 0) {
+        if (firstFailure == 0) {
           firstFailure = now;
         }
         long pause = retryPause(attempt);
