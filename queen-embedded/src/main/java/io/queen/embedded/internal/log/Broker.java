@@ -1566,6 +1566,14 @@ public final class Broker {
   /** Forgets a consumer group of a queue. */
   public void deleteGroup(String queue, String group) {
     Sql.inTransaction(ds, "delete group", c -> {
+      // the queue row first, FOR UPDATE, as ensure_group takes it: a push that creates a partition holds KEY SHARE on
+      // it (the foreign key) until it commits, and inserts the new partition's cursors, one per group it sees, in a
+      // later statement. Without the lock such a push could add a cursor of this group after the delete below had
+      // passed, and the orphan (at offset -1) held the partition's messages from retention for good.
+      try (PreparedStatement st = c.prepareStatement("select 1 from " + schema + ".queues where name = ? for update")) {
+        st.setString(1, queue);
+        st.executeQuery().close();
+      }
       String q = "(select id from " + schema + ".queues where name = ?)";
       for (String sql : List.of(
           "delete from " + schema + ".redeliveries r using " + schema + ".partitions p where p.id = r.partition_id"
