@@ -465,11 +465,21 @@ public final class Source {
    * that lost the lease without noticing (a paused process, a host cut off) and goes on finds its next commit refused
    * (its {@code expect} names the old version) and commits nothing more, instead of moving the pointer under this
    * owner. A pointer that moves between the read and the write (that earlier owner's last commit, or a resync) is
-   * read again.
+   * read again. Returns {@code null}, having logged why, when the lease does not name this node.
    */
   private KvEntry fencePointer() {
-    if (!leaseNamesThisNode()) {
-      return null; // this node was paused past its lease: it must not move the pointer under the new owner
+    Holder h = leaseHolder();
+    if (h != Holder.THIS_NODE) {
+      // this node must not move the pointer under another owner: it stands by, and says why
+      switch (h) {
+        case OTHER_NODE -> LOG.warn("{} - source '{}': the lease names another node now (this node was paused past"
+            + " it?); standing by", host.nodeId(), spec.name());
+        case NOBODY -> LOG.info("{} - source '{}': this node's lease ran out before the stream started (Queen's database"
+            + " slow or out of reach?); it takes the lease again", host.nodeId(), spec.name());
+        default -> LOG.info("{} - source '{}': Queen's database did not answer the lease check; trying again",
+            host.nodeId(), spec.name());
+      }
+      return null;
     }
     String key = Lease.pointerKey(spec.name());
     KvEntry pe = host.queen().kv().get(Lease.NAMESPACE, key);
@@ -499,7 +509,7 @@ public final class Source {
       slotBusySince = now;
       return;
     }
-    if (now - slotBusySince < lease.ttl().toNanos() || !leaseNamesThisNode()) {
+    if (now - slotBusySince < lease.ttl().toNanos() || leaseHolder() != Holder.THIS_NODE) {
       return; // (a node paused past its lease must not end the new owner's walsender)
     }
     try (PreparedStatement st = normal.prepareStatement("select a.pid, pg_terminate_backend(a.pid)"
@@ -526,19 +536,22 @@ public final class Source {
    * Whether the lease, as stored, names this node: what {@link Lease#held()} believes is this node's own view, which a
    * pause past the TTL leaves stale until the renewal thread notices. A lease that names another node is given up here.
    */
-  private boolean leaseNamesThisNode() {
+  private Holder leaseHolder() {
     KvEntry l;
     try {
       l = Lease.read(host.kv(), spec.name());
     } catch (RuntimeException e) {
-      return false; // Queen's database out of reach: do nothing that needs the lease
+      return Holder.UNKNOWN; // Queen's database out of reach: do nothing that needs the lease
     }
     if (l.found() && host.nodeId().equals(l.value().path("node").asText())) {
-      return true;
+      return Holder.THIS_NODE;
     }
     lease.abandon();
-    return false;
+    return l.found() ? Holder.OTHER_NODE : Holder.NOBODY;
   }
+
+  /** Whom the source's lease names, read from Queen's database. */
+  private enum Holder { THIS_NODE, OTHER_NODE, NOBODY, UNKNOWN }
 
   /** One spell of ownership: setup, slot check, stream, lease renewals; returns when it ends. */
   private void own() throws SQLException, InterruptedException {
@@ -558,8 +571,6 @@ public final class Source {
       }
       KvEntry pe = fencePointer();
       if (pe == null) {
-        LOG.warn("{} - source '{}': the lease names another node now (this node was paused past it?); standing by",
-            host.nodeId(), spec.name());
         return;
       }
       Pointer pointer = pe.found() ? Pointer.of(pe.value(), codec) : null;

@@ -4,11 +4,15 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.queen.pgconn.internal.spec.ErrorCode;
 import io.queen.pgconn.internal.spec.SinkSpec;
 import io.queen.pgconn.internal.spec.SourceSpec;
+import java.net.URLDecoder;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.util.HashSet;
+import java.util.Locale;
 import java.util.Properties;
+import java.util.Set;
 import javax.sql.DataSource;
 import org.postgresql.PGProperty;
 import org.postgresql.ds.common.BaseDataSource;
@@ -22,18 +26,36 @@ import org.postgresql.ds.common.BaseDataSource;
  * (UTC and the rest), so the stream and the snapshot print values alike. Never logs the password.
  */
 final class SourceConnections {
+  /**
+   * Connection properties the source sets itself (lower case). pgjdbc lets a URL parameter win over the property of the
+   * same name, so these are taken out of the URL read from Queen's DataSource: a pgjdbc DataSource given its URL
+   * reports every property at its default ({@code preferQueryMode=extended}, which a replication connection refuses;
+   * {@code binaryTransfer=true}; {@code ApplicationName}, by which a stale walsender of the source is found), and an
+   * application's URL may carry any of them.
+   */
+  private static final Set<String> OWN = Set.of("replication", "preferquerymode", "binarytransfer",
+      "binarytransferenable", "binarytransferdisable", "assumeminserverversion", "applicationname", "options",
+      "connecttimeout", "logintimeout", "tcpkeepalive", "sockettimeout");
+
   private final String url;
+  private final Properties inherited;
   private final String user;
   private final String password;
   private final String sslMode;
   private final String application;
 
-  private SourceConnections(String url, String user, String password, String sslMode, String application) {
+  private SourceConnections(String url, Properties inherited, String user, String password, String sslMode,
+      String application) {
     this.url = url;
+    this.inherited = inherited;
     this.user = user;
     this.password = password;
     this.sslMode = sslMode;
     this.application = application;
+  }
+
+  private SourceConnections(String url, String user, String password, String sslMode, String application) {
+    this(url, new Properties(), user, password, sslMode, application);
   }
 
   /** Thrown when the connection parameters cannot be found; carries the code. */
@@ -66,7 +88,9 @@ final class SourceConnections {
       }
       if (queens instanceof HikariDataSource h) {
         if (h.getJdbcUrl() != null) {
-          return new SourceConnections(h.getJdbcUrl(), h.getUsername(), h.getPassword(), null, app);
+          // the pool's dataSourceProperties go to the driver with its URL (sslmode and the like): so here too
+          return new SourceConnections(h.getJdbcUrl(), h.getDataSourceProperties(), h.getUsername(), h.getPassword(),
+              null, app);
         }
         if (h.getDataSource() instanceof BaseDataSource b) {
           return new SourceConnections(b.getUrl(), b.getUser(), b.getPassword(), null, app);
@@ -87,7 +111,13 @@ final class SourceConnections {
   }
 
   private Properties base() {
-    Properties p = Values.sessionSettings(); // text results as PostgreSQL prints them (binaryTransfer off)
+    Properties p = new Properties();
+    for (String k : inherited.stringPropertyNames()) {
+      if (!OWN.contains(k.toLowerCase(Locale.ROOT))) {
+        p.setProperty(k, inherited.getProperty(k));
+      }
+    }
+    p.putAll(Values.sessionSettings()); // text results as PostgreSQL prints them (binaryTransfer off)
     if (user != null) {
       p.setProperty("user", user);
     }
@@ -130,11 +160,36 @@ final class SourceConnections {
   }
 
   private Connection connect(Properties p) throws SQLException {
-    Connection c = new org.postgresql.Driver().connect(url, p);
+    Connection c = new org.postgresql.Driver().connect(withoutOwnParameters(url, p), p);
     if (c == null) {
       throw new SQLException("not a PostgreSQL URL", "08001");
     }
     return c;
+  }
+
+  /**
+   * {@code url} without the parameters the source sets itself ({@link #OWN}), nor those {@code props} set (the user
+   * and password when known): the rest (hosts, {@code targetServerType}, SSL settings, ...) stays.
+   */
+  static String withoutOwnParameters(String url, Properties props) {
+    int q = url.indexOf('?');
+    if (q < 0) {
+      return url;
+    }
+    Set<String> set = new HashSet<>(OWN);
+    props.stringPropertyNames().forEach(k -> set.add(k.toLowerCase(Locale.ROOT)));
+    StringBuilder kept = new StringBuilder(url.substring(0, q));
+    char sep = '?';
+    for (String part : url.substring(q + 1).split("&")) {
+      int eq = part.indexOf('=');
+      String key = URLDecoder.decode(eq < 0 ? part : part.substring(0, eq), StandardCharsets.UTF_8);
+      if (part.isEmpty() || set.contains(key.toLowerCase(Locale.ROOT))) {
+        continue;
+      }
+      kept.append(sep).append(part);
+      sep = '&';
+    }
+    return kept.toString();
   }
 
   /** The database's user name the source runs as (for messages: never the password). */

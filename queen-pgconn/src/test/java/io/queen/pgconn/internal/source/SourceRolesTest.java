@@ -165,6 +165,39 @@ class SourceRolesTest {
     nothingPublished("queen_norepl_src", "queen_norepl_src");
   }
 
+  /**
+   * A server out of connections (53300, as out of disk 53100: class 53) passes: the source shows connect_failed and
+   * goes on by itself, each change once, never setup_failed ("refused in a way that does not pass") as before.
+   */
+  @Test
+  void aServerOutOfConnectionsIsAPassingConnectFailure() throws Exception {
+    sql("create table limited (id bigint primary key)");
+    String r = role("limited", "pw-limited", "replication");
+    sql("alter table limited owner to " + r, "grant create on database " + db.name() + " to " + r);
+    queen.connectors().put("limited-src", doc(r, "pw-limited", "limited", ""));
+    await().atMost(Duration.ofSeconds(30)).until(() -> "streaming".equals(queen.connectors().status("limited-src")
+        .orElseThrow().phase()));
+    sql("insert into limited values (1)");
+    sql("alter role " + r + " connection limit 0");
+    try {
+      sql("select pg_terminate_backend(pid) from pg_stat_activity where usename = '" + r + "'");
+      sql("insert into limited values (2)");
+      ConnectorStatus s = failsWith("limited-src", ErrorCode.CONNECT_FAILED);
+      assertThat(s.error()).contains("53300");
+    } finally {
+      sql("alter role " + r + " connection limit -1");
+    }
+    sql("insert into limited values (3)");
+    List<Long> ids = new ArrayList<>();
+    await().atMost(Duration.ofSeconds(30)).until(() -> {
+      queen.queue("limited").consumer().batch(10).partitions(10).autoAck(true).pop()
+          .forEach(m -> ids.add(m.payload().get("key").get("id").asLong()));
+      return ids.size() >= 3;
+    });
+    assertThat(ids).containsExactlyInAnyOrder(1L, 2L, 3L);
+    assertThat(queen.connectors().status("limited-src").orElseThrow().phase()).isEqualTo("streaming");
+  }
+
   @Test
   void aRoleWithoutSelectIsRefused() throws Exception {
     sql("create table nosel (id bigint primary key)");
