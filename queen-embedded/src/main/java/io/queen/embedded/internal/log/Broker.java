@@ -33,6 +33,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
@@ -351,7 +352,11 @@ public final class Broker {
         }
       }
     });
-    encryptedQueues.put(queue, new EncryptionView(on, System.nanoTime() + ENCRYPTION_VIEW_NANOS));
+    long now = System.nanoTime();
+    if (encryptedQueues.size() >= 1024) { // views of queues not used for a while (deleted on another node, say) go
+      encryptedQueues.values().removeIf(view -> view.until - now <= 0);
+    }
+    encryptedQueues.put(queue, new EncryptionView(on, now + ENCRYPTION_VIEW_NANOS));
     return on;
   }
 
@@ -1501,6 +1506,25 @@ public final class Broker {
       }
       return null;
     });
+    forgetQueue(queue);
+  }
+
+  /**
+   * What this node keeps in memory of a queue it deleted: its options, its pop positions, its wake-up signal, its
+   * meters. Without this every queue ever created and deleted under a new name (per-tenant or temporary queues) stayed
+   * in five maps and some twenty meters for the node's life (a soak: about 790 meters per 100 queues and groups).
+   */
+  /** How many queue and group names this node holds in memory, by map (for tests and diagnostics). */
+  public Map<String, Integer> namesHeld() {
+    return Map.of("encryptionViews", encryptedQueues.size(), "popPositions", popPositions.size(),
+        "signals", wakeups.signalsHeld(), "listenerSets", wakeups.listenerSetsHeld());
+  }
+
+  private void forgetQueue(String queue) {
+    encryptedQueues.remove(queue);
+    popPositions.keySet().removeIf(k -> k.startsWith(queue + '\u0000'));
+    wakeups.forget(queue);
+    metrics.queueDeleted(queue);
   }
 
   /** Moves a group's cursors: mode BEGINNING, END or TIME. */
@@ -1589,6 +1613,8 @@ public final class Broker {
       }
       return null;
     });
+    popPositions.remove(queue + '\u0000' + group);
+    metrics.groupDeleted(queue, group);
   }
 
   /** How a person reads a queue and group in a log line: the default group is named as such. */

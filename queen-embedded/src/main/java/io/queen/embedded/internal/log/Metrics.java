@@ -88,6 +88,15 @@ public interface Metrics {
   /** A queue has no retention state any more (deleted, or its retention turned off): its retention gauges go. */
   default void retentionGone(String queue) {}
 
+  /**
+   * This node deleted the queue: every meter tagged with it goes, counters and timers too (a queue created again starts
+   * them from zero). A queue deleted by another node keeps this node's counters until this node closes.
+   */
+  default void queueDeleted(String queue) {}
+
+  /** This node deleted the group: every meter tagged with the queue and the group goes, as {@link #queueDeleted}. */
+  default void groupDeleted(String queue, String group) {}
+
   /** The node closes: the gauges it registered go (its counters stay, as counters do). */
   default void close() {}
 }

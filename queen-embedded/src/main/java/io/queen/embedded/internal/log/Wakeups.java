@@ -227,14 +227,39 @@ public final class Wakeups implements AutoCloseable {
    * also waits for other events (the consume loop's claimer waits for pushes and for its workers).
    */
   public void addListener(String queue, Runnable onWake) {
-    listeners.computeIfAbsent(queue, q -> ConcurrentHashMap.newKeySet()).add(onWake);
+    listeners.compute(queue, (q, ls) -> {
+      java.util.Set<Runnable> set = ls != null ? ls : ConcurrentHashMap.newKeySet();
+      set.add(onWake);
+      return set;
+    });
   }
 
   public void removeListener(String queue, Runnable onWake) {
-    java.util.Set<Runnable> ls = listeners.get(queue);
-    if (ls != null) {
+    listeners.computeIfPresent(queue, (q, ls) -> {
       ls.remove(onWake);
+      return ls.isEmpty() ? null : ls; // an empty set per queue ever consumed would stay for the node's life
+    });
+  }
+
+  /**
+   * Forgets a deleted queue's signal, after waking its waiters (they pop, find nothing and wait on a new signal: a
+   * spurious wake-up, nothing missed). Listeners stay: they belong to running subscriptions and go with them.
+   */
+  public void forget(String queue) {
+    Signal s = signals.remove(queue);
+    if (s != null) {
+      s.bump();
     }
+  }
+
+  /** How many queues have a signal here. */
+  public int signalsHeld() {
+    return signals.size();
+  }
+
+  /** How many queues have listeners here. */
+  public int listenerSetsHeld() {
+    return listeners.size();
   }
 
   /** Whether the wake-up listener holds its LISTEN connection now. */

@@ -214,6 +214,24 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public void queueDeleted(String queue) {
+    try {
+      delegate.queueDeleted(queue);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
+  public void groupDeleted(String queue, String group) {
+    try {
+      delegate.groupDeleted(queue, group);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
   public void retentionGone(String queue) {
     try {
       delegate.retentionGone(queue);

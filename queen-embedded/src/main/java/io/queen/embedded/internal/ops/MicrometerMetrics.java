@@ -194,6 +194,31 @@ public final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void queueDeleted(String queue) {
+    removeTagged(queue, null);
+  }
+
+  @Override
+  public void groupDeleted(String queue, String group) {
+    removeTagged(queue, group);
+  }
+
+  /** Removes every meter tagged {@code queue} (and {@code group}, when given): gauges, counters, timers. */
+  private void removeTagged(String queue, String group) {
+    for (String key : List.copyOf(gauges.keySet())) {
+      String[] k = key.split("\u0000", -1); // name, queue, group
+      if (k.length == 3 && k[1].equals(queue) && (group == null || k[2].equals(group))) {
+        remove(key);
+      }
+    }
+    for (io.micrometer.core.instrument.Meter m : List.copyOf(registry.getMeters())) {
+      if (queue.equals(m.getId().getTag("queue")) && (group == null || group.equals(m.getId().getTag("group")))) {
+        registry.remove(m);
+      }
+    }
+  }
+
+  @Override
   public void retentionGone(String queue) {
     remove("queen.retention.oldest.age\u0000" + queue + "\u0000null");
     for (String key : List.copyOf(gauges.keySet())) {

@@ -1,0 +1,70 @@
+package io.queen.embedded.internal.ops;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.micrometer.core.instrument.Meter;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.queen.Queen;
+import io.queen.Subscription;
+import io.queen.SubscriptionMode;
+import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.QueenImpl;
+import io.queen.testkit.QueenPostgres;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Queues and groups that come and go under new names (per-tenant, per-job or temporary ones) leave nothing in the
+ * node's memory once deleted: not their meters (counters and timers included), not their options, pop positions,
+ * wake-up signals or listener sets. A soak found each of these growing for the node's life, about 790 meters per 100
+ * queues and groups.
+ */
+@QueenPostgres
+@Timeout(value = 90, unit = TimeUnit.SECONDS)
+class DeletedNamesTest {
+
+  @Test
+  void deletedQueuesAndGroupsLeaveNoMetersAndNoNames(DataSource ds) throws Exception {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("churn").meterRegistry(registry)
+        .pollInterval(Duration.ofMillis(100)).start()) {
+      QueenImpl node = (QueenImpl) queen;
+      queen.queue("steady").push(Map.of("i", 0)); // a queue that stays, for comparison
+      Map<String, Integer> before = node.broker().namesHeld();
+      for (int i = 0; i < 12; i++) {
+        String q = "tmp-" + i;
+        queen.queue(q).configure(c -> c.retention(Duration.ofHours(1)));
+        queen.queue(q).partition("p").push(Map.of("i", i));
+        AtomicInteger seen = new AtomicInteger();
+        try (Subscription s = queen.queue(q).group("g-" + i).subscription(SubscriptionMode.ALL)
+            .consume(m -> seen.incrementAndGet())) {
+          Awaitility.await().atMost(Duration.ofSeconds(20)).until(() -> s.acked() == 1);
+        }
+        queen.queue(q).group("once-" + i).subscription(SubscriptionMode.ALL).pop(); // a pop position, a signal
+        node.watchGroupsNow(); // the group gauges
+        assertThat(tagged(registry, q)).as("meters while the queue lives").isNotEmpty();
+        String g = "g-" + i;
+        queen.queue(q).group(g).delete();
+        assertThat(registry.getMeters()).noneMatch(m -> q.equals(m.getId().getTag("queue"))
+            && g.equals(m.getId().getTag("group")));
+        queen.queue(q).delete();
+        assertThat(tagged(registry, q)).as("meters of deleted queue %s", q).isEmpty();
+      }
+      assertThat(node.broker().namesHeld()).isEqualTo(before);
+      // the queue that stays still counts, and a deleted name used again starts afresh
+      queen.queue("tmp-0").push(Map.of("again", true));
+      assertThat(registry.get("queen.messages.pushed").tag("queue", "tmp-0").counter().count()).isEqualTo(1.0);
+      assertThat(registry.get("queen.messages.pushed").tag("queue", "steady").counter().count()).isEqualTo(1.0);
+    }
+  }
+
+  private static java.util.List<Meter> tagged(SimpleMeterRegistry registry, String queue) {
+    return registry.getMeters().stream().filter(m -> queue.equals(m.getId().getTag("queue"))).toList();
+  }
+}
