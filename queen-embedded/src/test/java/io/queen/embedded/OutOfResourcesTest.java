@@ -34,7 +34,7 @@ import org.postgresql.ds.PGSimpleDataSource;
  * The server short of something that comes back (SQLState class 53: a full disk, no free connection; 57014: a
  * statement canceled) is the database's trouble, never the message's: a push retries it, and a transactional
  * handler's commit that fails on it gives the lease back without an attempt, however long the database takes to
- * answer within the lease. Provoked for real: a role whose connection limit is set to 0 for a moment, so every new
+ * answer within the lease, and so does a plain handler's ack. Provoked for real: a role whose connection limit is set to 0 for a moment, so every new
  * connection of Queen's (a plain pgjdbc DataSource opens one per call) is refused with 53300, as when the server's
  * {@code max_connections} is used up. Found by a campaign that filled the disk under a consume loop: 9 messages
  * went to the dead-letter queue, their attempts spent within 250 ms.
@@ -122,6 +122,33 @@ class OutOfResourcesTest {
       List<Message> effects = queen.queue("effects").consumer().batch(10).autoAck(true).pop();
       assertThat(effects).hasSize(1);
       assertThat(queen.status().queue("jobs").messages()).isEqualTo(1);
+    }
+  }
+
+  @Test
+  void anAckRefusedForWantOfConnectionsIsSentAgainAndCostsNoAttempt() throws Exception {
+    AtomicBoolean first = new AtomicBoolean(true);
+    try (LogCapture logs = LogCapture.start();
+        Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("limited-3").pollInterval(Duration.ofMillis(100))
+            .start()) {
+      queen.queue("mails").configure(c -> c.retryLimit(0).leaseTime(Duration.ofSeconds(20)));
+      queen.queue("mails").partition("p").push(Map.of("mail", 1));
+      try (Subscription s = queen.queue("mails").group("g").subscription(SubscriptionMode.ALL).consume(m -> {
+        if (first.getAndSet(false)) {
+          try {
+            refuseConnectionsFor(2_000); // the handler succeeds; its ack gets no connection for a while
+          } catch (SQLException e) {
+            throw new IllegalStateException(e);
+          }
+        }
+      })) {
+        await().atMost(Duration.ofSeconds(30)).until(() -> s.acked() == 1);
+        window.get(10, TimeUnit.SECONDS);
+        assertThat(s.handled()).as("not redelivered").isEqualTo(1);
+        assertThat(s.failed()).isZero();
+        assertThat(logs.linesWith("acknowledged 1 message(s) after")).hasSize(1);
+      }
+      assertThat(queen.deadLetters("mails").group("g").count()).isZero();
     }
   }
 

@@ -593,6 +593,10 @@ public final class QueenImpl implements Queen, ConsumerNode {
           LOG.warn("{} - scheduler threads did not stop", config.nodeId());
         }
       }
+      // a janitor pass in flight ends before the pool it uses closes (it logged a failed pass on a closed pool)
+      if (!janitor.awaitTermination(2, TimeUnit.SECONDS)) {
+        LOG.warn("{} - the janitor's pass did not stop within 2 s", config.nodeId());
+      }
     } catch (InterruptedException e) {
       interrupted = true;
       scheduler.shutdownNow();

@@ -2,6 +2,7 @@ package io.queen.embedded.internal.consume;
 
 import io.queen.AckResult;
 import io.queen.embedded.internal.log.Broker;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -27,13 +28,26 @@ final class AckCoalescer implements AutoCloseable {
 
   private record Pending(List<Broker.AckRequest> acks, CompletableFuture<List<AckResult>> done) {}
 
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(AckCoalescer.class);
+
   private final Broker broker;
+  private final Duration patience;
+  private final String who;
   private final LinkedBlockingQueue<Pending> queue = new LinkedBlockingQueue<>();
   private final Thread flusher;
   private volatile boolean running = true;
 
-  AckCoalescer(Broker broker, java.util.function.Function<Runnable, Thread> threads) {
+  /**
+   * @param patience how long a call that fails on the database's trouble (a lost connection, a full disk, no free
+   *     connection: a transient failure) is tried again before its acks fail: the lease time, while which the leases
+   *     stay renewed, so an outage shorter than that costs the messages no attempt (a lease left to expire on a live
+   *     node counts one)
+   * @param who the node and the queue and group, for log lines
+   */
+  AckCoalescer(Broker broker, Duration patience, String who, java.util.function.Function<Runnable, Thread> threads) {
     this.broker = broker;
+    this.patience = patience;
+    this.who = who;
     this.flusher = threads.apply(this::flushLoop);
     this.flusher.start();
   }
@@ -130,7 +144,7 @@ final class AckCoalescer implements AutoCloseable {
         all.addAll(p.acks());
       }
       try {
-        List<AckResult> res = broker.ack(all);
+        List<AckResult> res = sendPatiently(all);
         int from = 0;
         for (Pending p : batch) {
           int to = from + p.acks().size();
@@ -152,6 +166,37 @@ final class AckCoalescer implements AutoCloseable {
         for (Pending p : batch) {
           p.done().completeExceptionally(e);
         }
+      }
+    }
+  }
+
+  /** {@link Broker#ack} of {@code all}, tried again on a transient failure (100 ms doubling to 1 s) for {@link #patience}. */
+  private List<AckResult> sendPatiently(List<Broker.AckRequest> all) {
+    long deadline = System.nanoTime() + patience.toNanos();
+    long pause = 100;
+    for (int tries = 1; ; tries++) {
+      try {
+        List<AckResult> res = broker.ack(all);
+        if (tries > 1) {
+          LOG.info("{} - acknowledged {} message(s) after {} tries", who, all.size(), tries);
+        }
+        return res;
+      } catch (RuntimeException e) {
+        if (!(e instanceof io.queen.QueenDatabaseException q && q.isTransient()) || !running
+            || System.nanoTime() + pause * 1_000_000L >= deadline) {
+          throw e;
+        }
+        if (tries == 1) {
+          LOG.warn("{} - could not acknowledge {} message(s) ({}); trying again while the database does not answer, for"
+              + " up to the lease time", who, all.size(), io.queen.embedded.internal.Sql.describe(e));
+        }
+        try {
+          Thread.sleep(pause);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw e;
+        }
+        pause = Math.min(1_000, pause * 2);
       }
     }
   }

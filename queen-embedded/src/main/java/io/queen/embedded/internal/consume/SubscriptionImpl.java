@@ -171,7 +171,8 @@ public final class SubscriptionImpl implements Subscription {
     }
     claimer = role != null ? queen.newDaemon(prefix + "-claimer", this::claim)
         : queen.newThread(prefix + "-claimer", this::claim);
-    acker = new AckCoalescer(queen.broker(), r -> role != null ? queen.newDaemon(prefix + "-acker", r)
+    acker = new AckCoalescer(queen.broker(), lease, queen.nodeId() + " - " + where,
+        r -> role != null ? queen.newDaemon(prefix + "-acker", r)
         : queen.newThread(prefix + "-acker", r));
     queen.wakeups().addListener(request.queue(), onWake);
     workers.forEach(Thread::start);

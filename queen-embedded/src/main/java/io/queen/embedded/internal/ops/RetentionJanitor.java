@@ -145,6 +145,10 @@ public final class RetentionJanitor {
     try {
       run();
     } catch (RuntimeException e) {
+      if (Thread.currentThread().isInterrupted()) {
+        LOG.debug("{} - retention pass stopped by close ({})", node, Sql.describe(e));
+        return;
+      }
       LOG.warn("{} - retention pass failed ({}); next try in {} ms", node, Sql.describe(e), PERIOD_MS);
     }
   }

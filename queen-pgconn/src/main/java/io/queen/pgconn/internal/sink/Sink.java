@@ -465,10 +465,19 @@ public final class Sink {
         if (e instanceof SQLException se && table != null && shapeError(se)) {
           shapeStale = true; // the table changed under the sink: its shape is read again before the next try
         }
-        LOG.warn("{} - sink '{}': batch failed ({}), retry {} of {} in {} ms; nothing is dead-lettered for this",
-            host.nodeId(), spec.name(), host.describe(e), round + 1, TRANSIENT_RETRIES, backoff);
+        // one WARN when a batch starts failing and one when it gives up, not one per retry (a database out of
+        // disk for a minute made 30 such lines in one episode)
         if (round + 1 >= TRANSIENT_RETRIES) {
+          LOG.warn("{} - sink '{}': batch failed {} times ({}); its leases are given back and it comes again; nothing"
+              + " is dead-lettered for this", host.nodeId(), spec.name(), TRANSIENT_RETRIES, host.describe(e));
           throw new GiveBack("transient failures");
+        }
+        if (round == 0) {
+          LOG.warn("{} - sink '{}': batch failed ({}), retrying up to {} times, from {} ms apart; nothing is"
+              + " dead-lettered for this", host.nodeId(), spec.name(), host.describe(e), TRANSIENT_RETRIES - 1, backoff);
+        } else {
+          LOG.debug("{} - sink '{}': batch failed ({}), retry {} of {} in {} ms", host.nodeId(), spec.name(),
+              host.describe(e), round + 1, TRANSIENT_RETRIES, backoff);
         }
         Thread.sleep(backoff);
         backoff = Math.min(5_000, backoff * 2);
