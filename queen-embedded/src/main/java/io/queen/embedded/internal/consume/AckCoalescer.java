@@ -170,35 +170,13 @@ final class AckCoalescer implements AutoCloseable {
     }
   }
 
-  /** {@link Broker#ack} of {@code all}, tried again on a transient failure (100 ms doubling to 1 s) for {@link #patience}. */
+  /** {@link Broker#ack} of {@code all}, tried again on a transient failure for {@link #patience} ({@link Patiently}). */
   private List<AckResult> sendPatiently(List<Broker.AckRequest> all) {
-    long deadline = System.nanoTime() + patience.toNanos();
-    long pause = 100;
-    for (int tries = 1; ; tries++) {
-      try {
-        List<AckResult> res = broker.ack(all);
-        if (tries > 1) {
-          LOG.info("{} - acknowledged {} message(s) after {} tries", who, all.size(), tries);
-        }
-        return res;
-      } catch (RuntimeException e) {
-        if (!(e instanceof io.queen.QueenDatabaseException q && q.isTransient()) || !running
-            || System.nanoTime() + pause * 1_000_000L >= deadline) {
-          throw e;
-        }
-        if (tries == 1) {
-          LOG.warn("{} - could not acknowledge {} message(s) ({}); trying again while the database does not answer, for"
-              + " up to the lease time", who, all.size(), io.queen.embedded.internal.Sql.describe(e));
-        }
-        try {
-          Thread.sleep(pause);
-        } catch (InterruptedException ie) {
-          Thread.currentThread().interrupt();
-          throw e;
-        }
-        pause = Math.min(1_000, pause * 2);
-      }
-    }
+    return Patiently.call(patience, () -> running,
+        e -> LOG.warn("{} - could not acknowledge {} message(s) ({}); trying again while the database does not answer,"
+            + " for up to the lease time", who, all.size(), io.queen.embedded.internal.Sql.describe(e)),
+        tries -> LOG.info("{} - acknowledged {} message(s) after {} tries", who, all.size(), tries),
+        () -> broker.ack(all));
   }
 
   private void sendAlone(Pending p) {

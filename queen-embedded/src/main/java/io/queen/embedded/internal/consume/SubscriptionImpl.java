@@ -944,49 +944,36 @@ public final class SubscriptionImpl implements Subscription {
     try {
       queen.broker().release(heads);
     } catch (RuntimeException e) {
-      LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
-          heads.size(), where, Sql.describe(e));
+      if (running.get()) { // (closing: close gives back what is left)
+        LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
+            heads.size(), where, Sql.describe(e));
+      }
     }
   }
 
   /**
-   * Gives the leases back after a transient failure, trying again (100 ms doubling to 1 s) while the database
-   * does not answer, for up to the lease time: the leases stay renewed meanwhile, and a lease left to expire on a
-   * live node counts an attempt, so an outage shorter than the lease costs the message none. Stops trying when
+   * Gives the leases back after a transient failure, tried again while the database does not answer for up to the
+   * lease time ({@link Patiently}), so an outage shorter than the lease costs the message no attempt. Stops trying when
    * the subscription closes (close gives back what is left).
    */
   private void giveBackPatiently(List<Message> heads) {
     if (heads.isEmpty()) {
       return;
     }
-    long deadline = System.nanoTime() + lease.toNanos();
-    long pause = 100;
-    for (int tries = 1; ; tries++) {
-      try {
-        queen.broker().release(heads);
-        if (tries > 1) {
-          LOG.info("{} - gave back {} lease(s) of {} after {} tries", queen.nodeId(), heads.size(), where, tries);
-        }
-        return;
-      } catch (RuntimeException e) {
-        boolean again = e instanceof QueenDatabaseException q && q.isTransient() && running.get()
-            && System.nanoTime() + pause * 1_000_000L < deadline;
-        if (!again) {
-          LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
-              heads.size(), where, Sql.describe(e));
-          return;
-        }
-        if (tries == 1) {
-          LOG.warn("{} - could not give back {} lease(s) of {} ({}); trying again while the database does not answer,"
-              + " for up to the lease time", queen.nodeId(), heads.size(), where, Sql.describe(e));
-        }
-        try {
-          Thread.sleep(pause);
-        } catch (InterruptedException ie) {
-          Thread.currentThread().interrupt();
-          return;
-        }
-        pause = Math.min(1_000, pause * 2);
+    try {
+      Patiently.call(lease, running::get,
+          e -> LOG.warn("{} - could not give back {} lease(s) of {} ({}); trying again while the database does not"
+              + " answer, for up to the lease time", queen.nodeId(), heads.size(), where, Sql.describe(e)),
+          tries -> LOG.info("{} - gave back {} lease(s) of {} after {} tries", queen.nodeId(), heads.size(), where,
+              tries),
+          () -> {
+            queen.broker().release(heads);
+            return null;
+          });
+    } catch (RuntimeException e) {
+      if (running.get()) { // (closing: close gives back what is left)
+        LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
+            heads.size(), where, Sql.describe(e));
       }
     }
   }

@@ -1509,17 +1509,17 @@ public final class Broker {
     forgetQueue(queue);
   }
 
-  /**
-   * What this node keeps in memory of a queue it deleted: its options, its pop positions, its wake-up signal, its
-   * meters. Without this every queue ever created and deleted under a new name (per-tenant or temporary queues) stayed
-   * in five maps and some twenty meters for the node's life (a soak: about 790 meters per 100 queues and groups).
-   */
   /** How many queue and group names this node holds in memory, by map (for tests and diagnostics). */
   public Map<String, Integer> namesHeld() {
     return Map.of("encryptionViews", encryptedQueues.size(), "popPositions", popPositions.size(),
         "signals", wakeups.signalsHeld(), "listenerSets", wakeups.listenerSetsHeld());
   }
 
+  /**
+   * What this node keeps in memory of a queue it deleted: its options, its pop positions, its wake-up signal, its
+   * meters. Without this every queue ever created and deleted under a new name (per-tenant or temporary queues) stayed
+   * in those maps and some twenty meters for the node's life (a soak: about 790 meters per 100 queues and groups).
+   */
   private void forgetQueue(String queue) {
     encryptedQueues.remove(queue);
     popPositions.keySet().removeIf(k -> k.startsWith(queue + '\u0000'));
