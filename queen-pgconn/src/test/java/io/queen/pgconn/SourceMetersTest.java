@@ -93,12 +93,14 @@ class SourceMetersTest {
       assertThat(gauge(r, "queen.pg.source.lag.seconds")).isNaN();
       assertThat(gauge(standby, "queen.pg.source.slot.lag.bytes")).isNaN();
 
-      // deleted on the owner: its gauges leave both registries (the deleting node's at once, the other's at its re-read)
+      // deleted on the owner: its meters, counters too, leave both registries (the deleting node's at once, the
+      // other's at its re-read), so sources put and deleted under new names do not grow them
       own.connectors().delete("metered-src");
       assertThat(r.find("queen.pg.source.lag.seconds").tag("connector", "metered-src").gauge()).isNull();
       assertThat(r.find("queen.pg.source.slot.lag.bytes").tag("connector", "metered-src").gauge()).isNull();
-      await().atMost(Duration.ofSeconds(10)).until(() -> standby.find("queen.pg.source.slot.lag.bytes")
-          .tag("connector", "metered-src").gauge() == null);
+      assertThat(r.getMeters()).noneMatch(m -> "metered-src".equals(m.getId().getTag("connector")));
+      await().atMost(Duration.ofSeconds(10)).until(() -> standby.getMeters().stream()
+          .noneMatch(m -> "metered-src".equals(m.getId().getTag("connector"))));
     }
   }
 }

@@ -296,7 +296,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       Source src = sources.remove(name);
       if (src != null) {
         src.stop();
-        sourceMeters.forget(name); // as the other nodes do when their re-read finds it gone
+        sourceMeters.deleted(name); // as the other nodes do when their re-read finds it gone
       }
       try {
         if (DocumentValidator.validate(name, read(deleted.document)) instanceof SourceSpec spec) {
@@ -307,7 +307,7 @@ final class Registry implements Connectors, ConnectorPlugin {
         LOG.warn("{} - source '{}': its slot could not be dropped ({}); drop it by hand, it pins WAL", host.nodeId(),
             name, host.describe(e));
       }
-      meters.forget(name);
+      meters.deleted(name);
       LOG.info("{} - connector '{}' deleted", host.nodeId(), name);
     }
     return gone;
@@ -388,7 +388,7 @@ final class Registry implements Connectors, ConnectorPlugin {
           }
           s.stop();
           if (r == null) {
-            meters.forget(name);
+            meters.deleted(name);
           }
           LOG.info("{} - sink '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
         }
@@ -402,10 +402,12 @@ final class Registry implements Connectors, ConnectorPlugin {
             continue;
           }
           s.stop();
-          sourceMeters.forget(name);
           if (r == null) {
-            meters.forget(name);
+            sourceMeters.deleted(name);
+            meters.deleted(name);
             s.dropWhatItCreated(); // a slot it made after the deleting node had dropped what was there
+          } else {
+            sourceMeters.forget(name);
           }
           LOG.info("{} - source '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
         }

@@ -45,6 +45,15 @@ final class GuardedSinkMeters implements SinkMeters {
   }
 
   @Override
+  public void deleted(String name) {
+    try {
+      delegate.deleted(name);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
   public void forget(String name) {
     try {
       delegate.forget(name);

@@ -3,6 +3,7 @@ package io.queen.pgconn.internal.sink;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.BooleanSupplier;
@@ -85,6 +86,16 @@ final class MicrometerSinkMeters implements SinkMeters {
   public void owner(String name, BooleanSupplier owns) {
     owners.computeIfAbsent(name, n -> Gauge.builder("queen.pg.connector.owner", () -> owns.getAsBoolean() ? 1 : 0)
         .tag("connector", n).description("1 on the node running the connector's work").register(registry));
+  }
+
+  @Override
+  public void deleted(String name) {
+    forget(name);
+    for (io.micrometer.core.instrument.Meter m : List.copyOf(registry.getMeters())) {
+      if (name.equals(m.getId().getTag("connector"))) {
+        registry.remove(m);
+      }
+    }
   }
 
   @Override

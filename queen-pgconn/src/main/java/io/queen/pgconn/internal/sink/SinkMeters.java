@@ -29,8 +29,16 @@ public interface SinkMeters {
   /** Registers {@code queen.pg.connector.owner} for {@code name}: 1 while {@code owns} says this node runs it. */
   void owner(String name, BooleanSupplier owns);
 
-  /** Removes the owner gauge of a deleted connector (its counters stay, as counters do). */
+  /** Removes the owner gauge of a connector: the node closes (its counters stay, as counters do), or it is deleted. */
   void forget(String name);
+
+  /**
+   * A connector deleted: its gauges and its counters go (a connector put again under that name starts them from zero),
+   * so connectors put and deleted under new names do not grow the application's registry for the node's life.
+   */
+  default void deleted(String name) {
+    forget(name);
+  }
 
   /** Removes every owner gauge this node registered (the node closes; the application's registry lives on). */
   void close();
