@@ -161,7 +161,9 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
     Broker.PopRequest r = request();
     long deadline = System.nanoTime() + wait.toNanos();
     while (true) {
-      long seen = queen.wakeups().version(queue);
+      // a pop that may wait reads the queue's wake-up signal first (so a push between the pop and the wait is not
+      // missed); one that may not leaves it alone: it would make a signal per queue name ever popped
+      long seen = wait.isZero() ? 0 : queen.wakeups().version(queue);
       List<Message> got = queen.broker().pop(r);
       long left = deadline - System.nanoTime();
       if (!got.isEmpty() || left <= 0 || queen.isClosing()) {

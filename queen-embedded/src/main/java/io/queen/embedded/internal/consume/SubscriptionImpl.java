@@ -962,8 +962,12 @@ public final class SubscriptionImpl implements Subscription {
     }
     try {
       Patiently.call(lease, running::get,
-          e -> LOG.warn("{} - could not give back {} lease(s) of {} ({}); trying again while the database does not"
-              + " answer, for up to the lease time", queen.nodeId(), heads.size(), where, Sql.describe(e)),
+          e -> {
+            if (throttle.admit(LogThrottle.kind("give-back", e)).level() != LogThrottle.Level.SUPPRESS) {
+              LOG.warn("{} - could not give back {} lease(s) of {} ({}); trying again while the database does not"
+                  + " answer, for up to the lease time", queen.nodeId(), heads.size(), where, Sql.describe(e));
+            }
+          },
           tries -> LOG.info("{} - gave back {} lease(s) of {} after {} tries", queen.nodeId(), heads.size(), where,
               tries),
           () -> {

@@ -57,6 +57,12 @@ class DeletedNamesTest {
         assertThat(tagged(registry, q)).as("meters of deleted queue %s", q).isEmpty();
       }
       assertThat(node.broker().namesHeld()).isEqualTo(before);
+      // pops of queues that do not exist (a typo, names made up per request) keep no wake-up signal either; their
+      // options views expire after 5 s and are pruned once there are 1,024
+      for (int i = 0; i < 20; i++) {
+        assertThat(queen.queue("never-" + i).consumer().pop()).isEmpty();
+      }
+      assertThat(node.broker().namesHeld().get("signals")).isEqualTo(before.get("signals"));
       // the queue that stays still counts, and a deleted name used again starts afresh
       queen.queue("tmp-0").push(Map.of("again", true));
       assertThat(registry.get("queen.messages.pushed").tag("queue", "tmp-0").counter().count()).isEqualTo(1.0);
