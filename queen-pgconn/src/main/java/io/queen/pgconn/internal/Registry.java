@@ -296,7 +296,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       Source src = sources.remove(name);
       if (src != null) {
         src.stop();
-        sourceMeters.deleted(name); // as the other nodes do when their re-read finds it gone
+        sourceMeters.forget(name); // as the other nodes do when their re-read finds it gone
       }
       try {
         if (DocumentValidator.validate(name, read(deleted.document)) instanceof SourceSpec spec) {
@@ -402,12 +402,10 @@ final class Registry implements Connectors, ConnectorPlugin {
             continue;
           }
           s.stop();
+          sourceMeters.forget(name);
           if (r == null) {
-            sourceMeters.deleted(name);
-            meters.deleted(name);
+            meters.deleted(name); // its counters too
             s.dropWhatItCreated(); // a slot it made after the deleting node had dropped what was there
-          } else {
-            sourceMeters.forget(name);
           }
           LOG.info("{} - source '{}' stopped ({})", host.nodeId(), name, r == null ? "deleted" : "document changed");
         }

@@ -33,8 +33,9 @@ public interface SinkMeters {
   void forget(String name);
 
   /**
-   * A connector deleted: its gauges and its counters go (a connector put again under that name starts them from zero),
-   * so connectors put and deleted under new names do not grow the application's registry for the node's life.
+   * A connector deleted, a sink or a source: every meter tagged with it goes, counters included (a connector put again
+   * under that name starts them from zero), so connectors put and deleted under new names do not grow the
+   * application's registry for the node's life. (The source's gauges go through {@code SourceMeters.forget} too.)
    */
   default void deleted(String name) {
     forget(name);

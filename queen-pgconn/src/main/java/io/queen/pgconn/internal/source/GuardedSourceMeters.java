@@ -34,15 +34,6 @@ final class GuardedSourceMeters implements SourceMeters {
   }
 
   @Override
-  public void deleted(String name) {
-    try {
-      delegate.deleted(name);
-    } catch (RuntimeException | LinkageError e) {
-      off(e);
-    }
-  }
-
-  @Override
   public void forget(String name) {
     try {
       delegate.forget(name);

@@ -81,16 +81,6 @@ final class MicrometerSourceMeters implements SourceMeters {
   }
 
   @Override
-  public void deleted(String name) {
-    forget(name);
-    for (io.micrometer.core.instrument.Meter m : List.copyOf(registry.getMeters())) {
-      if (name.equals(m.getId().getTag("connector"))) {
-        registry.remove(m);
-      }
-    }
-  }
-
-  @Override
   public void forget(String name) {
     List<Gauge> gs = gauges.remove(name);
     if (gs != null) {

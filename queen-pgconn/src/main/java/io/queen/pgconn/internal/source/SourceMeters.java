@@ -30,14 +30,6 @@ public interface SourceMeters {
   /** Removes the gauges of a deleted or stopped source. */
   void forget(String name);
 
-  /**
-   * A connector deleted: its gauges and its counters go (a connector put again under that name starts them from zero),
-   * so connectors put and deleted under new names do not grow the application's registry for the node's life.
-   */
-  default void deleted(String name) {
-    forget(name);
-  }
-
   Connector NOOP_CONNECTOR = new Connector() {
     @Override
     public void transactions(long n) {}
