@@ -56,8 +56,12 @@ public final class StatusReader {
         + " order by q.name, g.name";
   }
 
-  /** Every group's lag, read now. */
+  /**
+   * Every group's lag, read now, in the caller's transaction (it must be one: the plan setting below is for the
+   * transaction).
+   */
   List<GroupLag> lag(Connection c) throws SQLException {
+    indexesOnly(c);
     List<GroupLag> out = new ArrayList<>();
     try (PreparedStatement st = c.prepareStatement(lagSql); ResultSet rs = st.executeQuery()) {
       while (rs.next()) {
@@ -70,80 +74,103 @@ public final class StatusReader {
 
   /** Every group's lag, in its own read. */
   List<GroupLag> lag() {
-    return Sql.autoCommit(ds, "group lag", this::lag);
+    return Sql.inTransaction(ds, "group lag", this::lag);
+  }
+
+  /**
+   * Turns sequential scans off for the rest of the caller's transaction. The reads here are bounded by the cursors
+   * that have work only through the partial index {@code cursors_ready} (and the leases, which only such cursors hold):
+   * with statistics taken while most cursors had work (a backlog over every partition, drained since), the planner
+   * costs a sequential scan of every cursor row as cheaper, and every node then read all of them every
+   * {@link GroupWatch#PERIOD_MS}: 60-95 ms at 200,000 cursors, growing with the partitions a source or an application
+   * ever made ({@code StatusPlansTest}). The index costs in proportion to the cursors that have work.
+   */
+  private static void indexesOnly(Connection c) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("set local enable_seqscan = off")) {
+      st.execute();
+    }
   }
 
   public Status read() {
-    return Sql.inTransaction(ds, "status", c -> {
-      try (PreparedStatement iso = c.prepareStatement("set transaction isolation level repeatable read read only")) {
-        iso.execute();
-      }
-      Instant now;
-      try (PreparedStatement st = c.prepareStatement("select now()"); ResultSet rs = st.executeQuery()) {
-        rs.next();
-        now = rs.getTimestamp(1).toInstant();
-      }
-      Map<String, List<Status.Loss>> losses = new HashMap<>();
-      Map<String, Long> lost = new HashMap<>();
-      try (PreparedStatement st = c.prepareStatement("select l.queue_id, l.group_name, p.name, l.messages, l.up_to, l.at,"
-          + " sum(l.messages) over w, row_number() over (w order by l.at desc, p.name)"
-          + " from " + s + ".retention_losses l join " + s + ".partitions p on p.id = l.partition_id"
-          + " window w as (partition by l.queue_id, l.group_name)");
-          ResultSet rs = st.executeQuery()) {
-        while (rs.next()) {
-          String key = rs.getLong(1) + "\u0000" + rs.getString(2);
-          lost.put(key, rs.getLong(7));
-          if (rs.getLong(8) <= Status.GroupStatus.MAX_LOSSES) {
-            losses.computeIfAbsent(key, k -> new ArrayList<>()).add(new Status.Loss(rs.getString(3), rs.getLong(4),
-                rs.getLong(5), rs.getTimestamp(6).toInstant()));
-          }
+    return Sql.inTransaction(ds, "status", this::read);
+  }
+
+  /** The snapshot, read in the caller's transaction, which must not have run a statement yet. */
+  Status read(Connection c) throws SQLException {
+    try (PreparedStatement iso = c.prepareStatement("set transaction isolation level repeatable read read only")) {
+      iso.execute();
+    }
+    indexesOnly(c);
+    Instant now;
+    try (PreparedStatement st = c.prepareStatement("select now()"); ResultSet rs = st.executeQuery()) {
+      rs.next();
+      now = rs.getTimestamp(1).toInstant();
+    }
+    Map<String, List<Status.Loss>> losses = new HashMap<>();
+    Map<String, Long> lost = new HashMap<>();
+    try (PreparedStatement st = c.prepareStatement("select l.queue_id, l.group_name, p.name, l.messages, l.up_to, l.at,"
+        + " sum(l.messages) over w, row_number() over (w order by l.at desc, p.name)"
+        + " from " + s + ".retention_losses l join " + s + ".partitions p on p.id = l.partition_id"
+        + " window w as (partition by l.queue_id, l.group_name)");
+        ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        String key = rs.getLong(1) + "\u0000" + rs.getString(2);
+        lost.put(key, rs.getLong(7));
+        if (rs.getLong(8) <= Status.GroupStatus.MAX_LOSSES) {
+          losses.computeIfAbsent(key, k -> new ArrayList<>()).add(new Status.Loss(rs.getString(3), rs.getLong(4),
+              rs.getLong(5), rs.getTimestamp(6).toInstant()));
         }
       }
-      Map<String, long[]> counts = new HashMap<>();
-      try (PreparedStatement st = c.prepareStatement("select g.queue_id, g.name,"
-          + " (select count(*) from " + s + ".cursors c where c.queue_id = g.queue_id and c.group_name = g.name"
-          + "   and c.lease_id is not null and c.lease_expires_at > now()" // a dead owner's leases are free to take
-          + "   and not exists (select 1 from " + s + ".nodes n where n.node_id = c.lease_owner and n.dead_after <= now())),"
-          + " (select count(*) from " + s + ".dead_letters d where d.queue_id = g.queue_id and d.group_name = g.name)"
-          + " from " + s + ".consumer_groups g");
-          ResultSet rs = st.executeQuery()) {
-        while (rs.next()) {
-          counts.put(rs.getLong(1) + "\u0000" + rs.getString(2), new long[] {rs.getLong(3), rs.getLong(4)});
+    }
+    Map<String, long[]> counts = new HashMap<>();
+    try (PreparedStatement st = c.prepareStatement("select g.queue_id, g.name,"
+        // a cursor is leased only while it has work (a pop leases only flagged cursors, and a flag is cleared only
+        // with the lease released), so the count reads the cursors_ready index, not every cursor of the group
+        + " (select count(*) from " + s + ".cursors c where c.queue_id = g.queue_id and c.group_name = g.name"
+        + "   and c.has_pending and c.lease_id is not null and c.lease_expires_at > now()" // a dead owner's leases are free to take
+        + "   and not exists (select 1 from " + s + ".nodes n where n.node_id = c.lease_owner and n.dead_after <= now())),"
+        + " (select count(*) from " + s + ".dead_letters d where d.queue_id = g.queue_id and d.group_name = g.name)"
+        + " from " + s + ".consumer_groups g");
+        ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        counts.put(rs.getLong(1) + "\u0000" + rs.getString(2), new long[] {rs.getLong(3), rs.getLong(4)});
+      }
+    }
+    Map<Long, List<Status.GroupStatus>> groups = new HashMap<>();
+    for (GroupLag g : lag(c)) {
+      String key = g.queueId() + "\u0000" + g.group();
+      long[] n = counts.getOrDefault(key, new long[2]);
+      List<Status.Loss> l = losses.getOrDefault(key, List.of());
+      groups.computeIfAbsent(g.queueId(), k -> new ArrayList<>()).add(new Status.GroupStatus(g.group(), g.lag(),
+          g.pendingAge(), n[0], n[1], g.alert(), lost.getOrDefault(key, 0L), l));
+    }
+    List<Status.QueueStatus> queues = new ArrayList<>();
+    try (PreparedStatement st = c.prepareStatement("select q.id, q.name, q.lease_time_ms, q.retry_limit,"
+        + " q.retry_delay_ms, q.dead_letter, q.delayed_processing_ms, q.window_buffer_ms, q.max_size,"
+        + " q.retention_ms, q.completed_retention_ms, q.allow_drop_past_committed, q.pending_alert_after_ms,"
+        + " pc.n, pc.messages,"
+        + " r.oldest_at, r.oldest_partition, r.oldest_offset, r.held_by, r.checked_at, q.encryption"
+        + " from " + s + ".queues q left join " + s + ".retention_state r on r.queue_id = q.id"
+        // one pass over the queue's partitions for both figures
+        + " cross join lateral (select count(*) as n, coalesce(sum(p.next_offset - p.first_offset), 0) as messages"
+        + "   from " + s + ".partitions p where p.queue_id = q.id) pc"
+        + " order by q.name");
+        ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        QueueConfig cfg = Broker.readConfig(rs, 3, 21);
+        Status.RetentionStatus retention = null;
+        Timestamp checked = rs.getTimestamp(20);
+        if (checked != null && (!cfg.retention().isZero() || !cfg.completedRetention().isZero())) {
+          Timestamp oldest = rs.getTimestamp(16);
+          long off = rs.getLong(18);
+          Long offset = rs.wasNull() ? null : off;
+          retention = new Status.RetentionStatus(oldest == null ? null : oldest.toInstant(), rs.getString(17),
+              offset, rs.getString(19), checked.toInstant());
         }
+        queues.add(new Status.QueueStatus(rs.getString(2), cfg, rs.getLong(14), rs.getLong(15),
+            List.copyOf(groups.getOrDefault(rs.getLong(1), List.of())), retention));
       }
-      Map<Long, List<Status.GroupStatus>> groups = new HashMap<>();
-      for (GroupLag g : lag(c)) {
-        String key = g.queueId() + "\u0000" + g.group();
-        long[] n = counts.getOrDefault(key, new long[2]);
-        List<Status.Loss> l = losses.getOrDefault(key, List.of());
-        groups.computeIfAbsent(g.queueId(), k -> new ArrayList<>()).add(new Status.GroupStatus(g.group(), g.lag(),
-            g.pendingAge(), n[0], n[1], g.alert(), lost.getOrDefault(key, 0L), l));
-      }
-      List<Status.QueueStatus> queues = new ArrayList<>();
-      try (PreparedStatement st = c.prepareStatement("select q.id, q.name, q.lease_time_ms, q.retry_limit,"
-          + " q.retry_delay_ms, q.dead_letter, q.delayed_processing_ms, q.window_buffer_ms, q.max_size,"
-          + " q.retention_ms, q.completed_retention_ms, q.allow_drop_past_committed, q.pending_alert_after_ms,"
-          + " (select count(*) from " + s + ".partitions p where p.queue_id = q.id),"
-          + " (select coalesce(sum(p.next_offset - p.first_offset), 0) from " + s + ".partitions p where p.queue_id = q.id),"
-          + " r.oldest_at, r.oldest_partition, r.oldest_offset, r.held_by, r.checked_at, q.encryption"
-          + " from " + s + ".queues q left join " + s + ".retention_state r on r.queue_id = q.id order by q.name");
-          ResultSet rs = st.executeQuery()) {
-        while (rs.next()) {
-          QueueConfig cfg = Broker.readConfig(rs, 3, 21);
-          Status.RetentionStatus retention = null;
-          Timestamp checked = rs.getTimestamp(20);
-          if (checked != null && (!cfg.retention().isZero() || !cfg.completedRetention().isZero())) {
-            Timestamp oldest = rs.getTimestamp(16);
-            long off = rs.getLong(18);
-            Long offset = rs.wasNull() ? null : off;
-            retention = new Status.RetentionStatus(oldest == null ? null : oldest.toInstant(), rs.getString(17),
-                offset, rs.getString(19), checked.toInstant());
-          }
-          queues.add(new Status.QueueStatus(rs.getString(2), cfg, rs.getLong(14), rs.getLong(15),
-              List.copyOf(groups.getOrDefault(rs.getLong(1), List.of())), retention));
-        }
-      }
-      return new Status(now, List.copyOf(queues));
-    });
+    }
+    return new Status(now, List.copyOf(queues));
   }
 }
