@@ -10,5 +10,15 @@ package io.queen;
  *     group that lost them
  * @param busy partitions with messages old enough to go that pushes held at every try of this pass (the janitor never
  *     waits for a pusher; the next pass takes them)
+ * @param emptyPartitionsRemoved partitions removed because they held no message and had had no push for the node's
+ *     {@code removeEmptyPartitionsAfter} (their cursors with them; a later push creates such a partition anew, from
+ *     offset 0)
  */
-public record RetentionRun(boolean ran, long partitions, long removed, long lost, long busy) {}
+public record RetentionRun(boolean ran, long partitions, long removed, long lost, long busy,
+    long emptyPartitionsRemoved) {
+
+  /** A run that removed no empty partition. */
+  public RetentionRun(boolean ran, long partitions, long removed, long lost, long busy) {
+    this(ran, partitions, removed, lost, busy, 0);
+  }
+}

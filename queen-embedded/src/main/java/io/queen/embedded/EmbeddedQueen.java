@@ -54,6 +54,8 @@ public final class EmbeddedQueen {
   public static final Duration MIN_PUSH_RECEIPT_RETENTION = Duration.ofMinutes(10);
   /** Longest {@link Builder#pushReceiptRetention}: 30 days. */
   public static final Duration MAX_PUSH_RECEIPT_RETENTION = Duration.ofDays(30);
+  /** Default {@link Builder#removeEmptyPartitionsAfter}: 24 h. */
+  public static final Duration DEFAULT_REMOVE_EMPTY_PARTITIONS_AFTER = Duration.ofHours(24);
 
   /** Default connector threads per node (the seed's {@code QUEEN_PG_THREADS}): {@value}. */
   public static final int DEFAULT_CONNECTOR_THREADS = 2;
@@ -98,6 +100,7 @@ public final class EmbeddedQueen {
     private Duration connectTimeout = DEFAULT_CONNECT_TIMEOUT;
     private Duration sessionTimeout = DEFAULT_SESSION_TIMEOUT;
     private Duration pushReceiptRetention = DEFAULT_PUSH_RECEIPT_RETENTION;
+    private Duration removeEmptyPartitionsAfter = DEFAULT_REMOVE_EMPTY_PARTITIONS_AFTER;
     private String encryptionKey;
     private boolean encryptionKeySet;
     private int connectorThreads = DEFAULT_CONNECTOR_THREADS;
@@ -382,6 +385,24 @@ public final class EmbeddedQueen {
     }
 
     /**
+     * How long a partition of a queue with retention must have held no message and had no push before the
+     * retention janitor removes it (0: never; otherwise 1 min .. 365 days; default 24 h). Retention removes
+     * messages; without this a partition's row and its cursor per consumer group would stay for good, and an
+     * application that names a partition per entity (an order id; the source connector's row keys) would grow them
+     * without end, each retention pass walking them all. A partition is removed only when it has no lease, no
+     * redelivery waiting, no dead letter and no recorded retention loss, and never while a push holds it. A later push
+     * that names it creates it anew, as any new partition: a new partition id, offsets from 0, every group's cursor at
+     * its start. A transaction id de-duplicates only against messages still stored, so nothing is lost there that
+     * retention had not already removed. Each janitor pass removes what it found (with {@link #janitor} on); the
+     * counter {@code queen.retention.partitions.removed} and {@link io.queen.RetentionRun#emptyPartitionsRemoved()}
+     * say how many.
+     */
+    public Builder removeEmptyPartitionsAfter(Duration idle) {
+      this.removeEmptyPartitionsAfter = Objects.requireNonNull(idle, "removeEmptyPartitionsAfter must not be null");
+      return this;
+    }
+
+    /**
      * Validates every option, migrates the schema and starts the node.
      *
      * @throws IllegalArgumentException an option is invalid (nothing was started)
@@ -425,6 +446,11 @@ public final class EmbeddedQueen {
       between(errors, "sessionTimeout", sessionTimeout, MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT);
       between(errors, "pushReceiptRetention", pushReceiptRetention, MIN_PUSH_RECEIPT_RETENTION,
           MAX_PUSH_RECEIPT_RETENTION);
+      if (!removeEmptyPartitionsAfter.isZero() && (removeEmptyPartitionsAfter.compareTo(Duration.ofMinutes(1)) < 0
+          || removeEmptyPartitionsAfter.compareTo(Duration.ofDays(365)) > 0)) {
+        errors.add("removeEmptyPartitionsAfter must be 0 (never) or between 1 min and 365 days, was "
+            + human(removeEmptyPartitionsAfter));
+      }
       String keyHex = encryptionKeySet ? encryptionKey : System.getenv(ENCRYPTION_KEY_ENV);
       byte[] key = null;
       if (keyHex != null) {
@@ -471,7 +497,7 @@ public final class EmbeddedQueen {
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
           sessionTimeout, pushReceiptRetention, key, connectorThreads, connectorRefresh, runConnectors,
-          sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter);
+          sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter, removeEmptyPartitionsAfter);
     }
 
     /**

@@ -11,7 +11,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
     Duration connectTimeout, Duration sessionTimeout, Duration pushReceiptRetention, byte[] encryptionKey,
     int connectorThreads, Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
-    java.util.List<byte[]> oldEncryptionKeys, Duration horizonWarnAfter) {
+    java.util.List<byte[]> oldEncryptionKeys, Duration horizonWarnAfter, Duration removeEmptyPartitionsAfter) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
   public Duration heartbeatInterval() {
@@ -32,6 +32,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
         + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout
         + ", sessionTimeout=" + sessionTimeout + " (heartbeat every " + heartbeatInterval() + ")"
         + ", pushReceiptRetention=" + pushReceiptRetention
+        + ", removeEmptyPartitionsAfter=" + (removeEmptyPartitionsAfter.isZero() ? "never" : removeEmptyPartitionsAfter)
         + ", horizonWarnAfter=" + (horizonWarnAfter.isZero() ? "off" : horizonWarnAfter)
         + ", encryptionKey=" + (encryptionKey != null ? "set" : "none") + ", connectors=" + (runConnectors
         ? connectorThreads + " thread(s), re-read every " + connectorRefresh + ", source lease " + sourceLeaseTtl : "off");

@@ -104,7 +104,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.liveness = new Liveness(ds, broker.schema(), config.nodeId(), config.sessionTimeout(), config.heartbeatInterval());
     // retention passes and the group gauges get a thread of their own: the scheduler renews leases and must not wait
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
-    this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics);
+    this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics,
+        config.removeEmptyPartitionsAfter());
     this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics);
     this.horizonWatch = new HorizonWatch(config.nodeId(), ds, metrics, config.horizonWarnAfter());
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());

@@ -67,6 +67,9 @@ public interface Metrics {
   /** Retention removed messages of a queue (this node's janitor). */
   default void retentionRemoved(String queue, long n) {}
 
+  /** Retention removed empty, idle partitions of a queue (this node's janitor). */
+  default void partitionsRemoved(String queue, long n) {}
+
   /** Retention removed messages a group had not consumed (allowDropPastCommitted). */
   default void retentionLost(String queue, String group, long n) {}
 

@@ -178,6 +178,15 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public void partitionsRemoved(String queue, long n) {
+    try {
+      delegate.partitionsRemoved(queue, n);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
   public void retentionLost(String queue, String group, long n) {
     try {
       delegate.retentionLost(queue, group, n);

@@ -155,6 +155,11 @@ public final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void partitionsRemoved(String queue, long n) {
+    registry.counter("queen.retention.partitions.removed", "queue", queue).increment(n);
+  }
+
+  @Override
   public void retentionLost(String queue, String group, long n) {
     counter("queen.retention.lost", queue, group).increment(n);
   }

@@ -7,6 +7,7 @@ import java.sql.Array;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Timestamp;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -65,6 +66,8 @@ public final class RetentionJanitor {
   static final double MIN_REST_FACTOR = 0.5;
   /** Passes in a row longer than {@link #PERIOD_MS} after which the janitor halves its rests (see {@link #pace}). */
   static final int BEHIND_AFTER = 2;
+  /** Empty partitions per call of {@code remove_empty_partitions} (one transaction). */
+  static final int REMOVE_CHUNK = 500;
 
   private final String node;
   private final DataSource ds;
@@ -74,6 +77,8 @@ public final class RetentionJanitor {
   private final String stepSql;
   private final String chunkSql;
   private final String stateSql;
+  private final String removeSql;
+  private final long removeEmptyAfterMs;
   private final ReentrantLock passLock = new ReentrantLock();
   /** The rest factor now (guarded by {@link #passLock}). */
   private double restFactor = REST_FACTOR;
@@ -81,19 +86,28 @@ public final class RetentionJanitor {
   private int overran;
   private final long[] busyPausesMs;
 
-  public RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics) {
-    this(node, ds, schema, metrics, BUSY_PAUSES_MS);
+  /**
+   * @param removeEmptyAfter how long a partition must have held no message and had no push before a pass removes it;
+   *     zero: never
+   */
+  public RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, Duration removeEmptyAfter) {
+    this(node, ds, schema, metrics, removeEmptyAfter, BUSY_PAUSES_MS);
   }
 
   /** With other pauses before the rounds on busy partitions (tests). */
-  public RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, long[] busyPausesMs) {
+  public RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, Duration removeEmptyAfter,
+      long[] busyPausesMs) {
     this.busyPausesMs = busyPausesMs.clone();
+    this.removeEmptyAfterMs = removeEmptyAfter.toMillis();
     this.node = node;
     this.ds = ds;
     this.metrics = metrics;
     this.pageSql = "select p.id, q.id, q.name, p.name, p.first_offset, m.created_at,"
         + " m.created_at <= now() - least(nullif(q.retention_ms, 0), nullif(q.completed_retention_ms, 0))"
-        + "   * interval '1 millisecond', q.allow_drop_past_committed"
+        + "   * interval '1 millisecond', q.allow_drop_past_committed,"
+        // empty (retention removed its last message) and no push for removeEmptyAfter: a candidate for removal
+        + (removeEmptyAfterMs > 0 ? " p.first_offset >= p.next_offset and p.last_message_at <= now() - interval '"
+            + removeEmptyAfterMs + " milliseconds'" : " false")
         + " from " + schema + ".partitions p join " + schema + ".queues q on q.id = p.queue_id"
         + " left join " + schema + ".messages m on m.partition_id = p.id and m.\"offset\" = p.first_offset"
         + " where (q.retention_ms > 0 or q.completed_retention_ms > 0) and p.queue_id = any(?) and p.id > ?"
@@ -113,6 +127,7 @@ public final class RetentionJanitor {
         + " on conflict (queue_id) do update set oldest_at = excluded.oldest_at,"
         + " oldest_partition = excluded.oldest_partition, oldest_offset = excluded.oldest_offset,"
         + " held_by = excluded.held_by, checked_at = excluded.checked_at";
+    this.removeSql = "select queue_name, removed from " + schema + ".remove_empty_partitions(?::bigint[], ?)";
   }
 
   /** The oldest kept message of a queue seen so far in a pass. */
@@ -208,6 +223,9 @@ public final class RetentionJanitor {
     long removed;
     long lostTotal;
     long visited;
+    long emptyRemoved;
+    /** Empty partitions idle for removeEmptyAfter as the walk read them (checked again under their locks). */
+    final List<Long> empty = new ArrayList<>();
     final Map<Long, Oldest> oldest = new HashMap<>();
     final Map<String, Lost> lost = new LinkedHashMap<>();
   }
@@ -217,7 +235,7 @@ public final class RetentionJanitor {
    * holds none), whether that message is old enough to look at, and whether its queue allows dropping past committed.
    */
   private record PageRow(long pid, long qid, String queue, String partition, long firstOffset, Timestamp firstAt,
-      boolean eligible, boolean dropping) {}
+      boolean eligible, boolean dropping, boolean emptyIdle) {}
 
   /** How {@link #drain} left a partition. */
   private enum Drained { DONE, BUSY, NOT_OURS }
@@ -227,7 +245,7 @@ public final class RetentionJanitor {
     // pass reads their partitions only (not every partition of the database in id order, as it did before)
     Long[] queues = retentionQueues();
     if (queues.length == 0) {
-      return new RetentionRun(true, 0, 0, 0, 0);
+      return new RetentionRun(true, 0, 0, 0, 0, 0);
     }
     long after = 0;
     boolean ran = true;
@@ -242,6 +260,9 @@ public final class RetentionJanitor {
       }
       for (PageRow r : page) {
         after = r.pid();
+        if (r.emptyIdle()) {
+          pass.empty.add(r.pid());
+        }
         Oldest o = pass.oldest.computeIfAbsent(r.qid(), k -> new Oldest());
         if (!r.eligible()) {
           o.offer(r.firstAt(), r.partition(), r.firstOffset(), null);
@@ -299,12 +320,47 @@ public final class RetentionJanitor {
     }
     if (ran) {
       writeState(pass.oldest);
+      removeEmpty(pass);
     }
     if (pass.removed > 0) {
       LOG.debug("{} - retention removed {} message(s) from {} partition(s); {} busy partition(s) left for the next pass",
           node, pass.removed, pass.visited, busy.size());
     }
-    return new RetentionRun(ran, pass.visited, pass.removed, pass.lostTotal, ran ? busy.size() : 0);
+    return new RetentionRun(ran, pass.visited, pass.removed, pass.lostTotal, ran ? busy.size() : 0, pass.emptyRemoved);
+  }
+
+  /**
+   * Removes the empty partitions the walk found idle, {@link #REMOVE_CHUNK} per transaction, resting after each chunk
+   * as after a step. {@code remove_empty_partitions} (V44) checks each one again under its row lock and leaves one a
+   * push holds or touched since, or one with a lease, a redelivery, a dead letter or a recorded loss.
+   */
+  private void removeEmpty(Pass pass) {
+    Map<String, Long> byQueue = new LinkedHashMap<>();
+    for (int from = 0; from < pass.empty.size(); from += REMOVE_CHUNK) {
+      List<Long> ids = pass.empty.subList(from, Math.min(pass.empty.size(), from + REMOVE_CHUNK));
+      long t0 = System.nanoTime();
+      long n = Sql.autoCommit(ds, "empty partitions removal", c -> {
+        long removed = 0;
+        try (PreparedStatement st = c.prepareStatement(removeSql)) {
+          st.setArray(1, c.createArrayOf("bigint", ids.toArray()));
+          st.setLong(2, removeEmptyAfterMs);
+          try (ResultSet rs = st.executeQuery()) {
+            while (rs.next()) {
+              byQueue.merge(rs.getString(1), rs.getLong(2), Long::sum);
+              removed += rs.getLong(2);
+            }
+          }
+        }
+        return removed;
+      });
+      pass.emptyRemoved += n;
+      rest(n, System.nanoTime() - t0);
+    }
+    byQueue.forEach(metrics::partitionsRemoved);
+    if (pass.emptyRemoved > 0) {
+      LOG.debug("{} - retention removed {} empty partition(s) without a push for {} ms: {}", node, pass.emptyRemoved,
+          removeEmptyAfterMs, byQueue);
+    }
   }
 
   /**
@@ -454,7 +510,7 @@ public final class RetentionJanitor {
         try (ResultSet rs = st.executeQuery()) {
           while (rs.next()) {
             rows.add(new PageRow(rs.getLong(1), rs.getLong(2), rs.getString(3), rs.getString(4), rs.getLong(5),
-                rs.getTimestamp(6), Boolean.TRUE.equals(rs.getObject(7)), rs.getBoolean(8)));
+                rs.getTimestamp(6), Boolean.TRUE.equals(rs.getObject(7)), rs.getBoolean(8), rs.getBoolean(9)));
           }
         }
       }

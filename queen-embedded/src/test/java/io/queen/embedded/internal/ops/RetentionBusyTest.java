@@ -99,7 +99,8 @@ class RetentionBusyTest {
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).start()) {
       fill(queen, ds);
       // long pauses before the rounds on busy partitions, so the release below surely lands inside one
-      RetentionJanitor janitor = new RetentionJanitor("test", ds, "queen", Metrics.NOOP, new long[] {2_000, 2_000});
+      RetentionJanitor janitor = new RetentionJanitor("test", ds, "queen", Metrics.NOOP,
+          java.time.Duration.ZERO, new long[] {2_000, 2_000});
       CompletableFuture<RetentionRun> pass;
       try (Connection held = hold(ds, "a")) {
         pass = CompletableFuture.supplyAsync(janitor::run);

@@ -16,7 +16,8 @@ class RetentionPaceTest {
   /** Within the period but more than half of it: the janitor keeps up, with little to spare. */
   private static final long FULL = RetentionJanitor.PERIOD_MS * 4 / 5;
 
-  private final RetentionJanitor janitor = new RetentionJanitor("pace-test", null, "\"queen\"", Metrics.NOOP);
+  private final RetentionJanitor janitor = new RetentionJanitor("pace-test", null, "\"queen\"", Metrics.NOOP,
+      java.time.Duration.ZERO);
 
   @Test
   void oneLongPassIsABacklogAndChangesNothing() {
