@@ -551,14 +551,18 @@ public final class QueenImpl implements Queen, ConsumerNode {
         // called by a handler: the close waits for running handlers, this one among them, so it runs on a thread
         // of its own and this call returns; the handler's work still counts (the grace period)
         String why = " (asked by a handler of " + s.queue() + "; the close goes on once handlers return)";
-        newDaemon("closer", () -> closeNow(why)).start();
+        // this subscription stops taking work now, before the call returns: its worker would otherwise take the next
+        // message while the closer thread starts (CloseTest saw a second handler call)
+        SubscriptionImpl own = s.beginClose() ? s : null;
+        newDaemon("closer", () -> closeNow(why, own)).start();
         return;
       }
     }
-    closeNow("");
+    closeNow("", null);
   }
 
-  private void closeNow(String why) {
+  /** The close; {@code begun}: a subscription whose close has begun already (a handler's own), or null. */
+  private void closeNow(String why, SubscriptionImpl begun) {
     LOG.info("{} - closing{}", config.nodeId(), why);
     io.queen.embedded.spi.ConnectorPlugin p = connectors;
     if (p != null) {
@@ -571,6 +575,9 @@ public final class QueenImpl implements Queen, ConsumerNode {
     connectorsClosed = true;
     // every subscription stops taking work first; then their running handlers share one grace period
     List<SubscriptionImpl> stopping = new ArrayList<>();
+    if (begun != null) {
+      stopping.add(begun);
+    }
     for (SubscriptionImpl s : List.copyOf(subscriptions)) {
       if (s.beginClose()) {
         stopping.add(s);
