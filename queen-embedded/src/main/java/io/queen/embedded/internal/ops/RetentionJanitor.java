@@ -36,6 +36,10 @@ import org.slf4j.LoggerFactory;
  * after two such passes in a row the rests are halved, pass by pass, down to a quarter of the usual (about two thirds of
  * a backend); a pass within half the period doubles them back ({@link #pace}).
  *
+ * <p>The walk also notes the partitions that hold no message and have had no push for the node's
+ * {@code removeEmptyPartitionsAfter}; after a pass that ran, {@link #removeEmpty} removes them with their cursors
+ * (V44 checks each again under its row lock), {@link #REMOVE_CHUNK} per transaction.
+ *
  * <p>At the end of a pass the queue's retention state (oldest kept message, the group holding it) is written to
  * {@code retention_state}, read by {@code status()} and the gauges. Losses under {@code allowDropPastCommitted}
  * are logged at WARN once per pass, queue and group, and counted. Thread-safe: passes of one node are
