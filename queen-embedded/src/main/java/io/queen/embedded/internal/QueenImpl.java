@@ -106,7 +106,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
     this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics,
         config.removeEmptyPartitionsAfter());
-    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics);
+    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics, broker);
     this.horizonWatch = new HorizonWatch(config.nodeId(), ds, metrics, config.horizonWarnAfter());
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
   }

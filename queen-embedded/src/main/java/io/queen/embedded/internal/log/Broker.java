@@ -1516,6 +1516,31 @@ public final class Broker {
   }
 
   /**
+   * The queue names this node keeps something of in memory: options views, pop positions, wake-up signals, meters.
+   * The group watch compares them with the queues that exist, to forget the ones another node deleted.
+   */
+  public Set<String> queuesHeld() {
+    Set<String> out = new java.util.HashSet<>(encryptedQueues.keySet());
+    for (String k : popPositions.keySet()) {
+      out.add(k.substring(0, k.indexOf('\u0000')));
+    }
+    out.addAll(wakeups.signalQueues());
+    out.addAll(metrics.queuesMetered());
+    return out;
+  }
+
+  /** Forgets a queue another node deleted (the group watch saw it missing twice), as {@link #deleteQueue} does here. */
+  public void forgetDeletedElsewhere(String queue) {
+    forgetQueue(queue);
+  }
+
+  /** Forgets a group that is gone (deleted here or elsewhere): its pop positions and its meters. */
+  public void forgetGroup(String queue, String group) {
+    popPositions.remove(queue + '\u0000' + group);
+    metrics.groupDeleted(queue, group);
+  }
+
+  /**
    * What this node keeps in memory of a queue it deleted: its options, its pop positions, its wake-up signal, its
    * meters. Without this every queue ever created and deleted under a new name (per-tenant or temporary queues) stayed
    * in those maps and some twenty meters for the node's life (a soak: about 790 meters per 100 queues and groups).
@@ -1613,8 +1638,7 @@ public final class Broker {
       }
       return null;
     });
-    popPositions.remove(queue + '\u0000' + group);
-    metrics.groupDeleted(queue, group);
+    forgetGroup(queue, group);
   }
 
   /** How a person reads a queue and group in a log line: the default group is named as such. */

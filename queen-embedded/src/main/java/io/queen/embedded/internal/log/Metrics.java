@@ -92,13 +92,22 @@ public interface Metrics {
   default void retentionGone(String queue) {}
 
   /**
-   * This node deleted the queue: every meter tagged with it goes, counters and timers too (a queue created again starts
-   * them from zero). A queue deleted by another node keeps this node's counters until this node closes.
+   * The queue is gone: every meter tagged with it goes, counters and timers too (a queue created again starts them
+   * from zero). Called at once on the node that deleted it, and by the group watch of every other node once the queue
+   * has been missing for two of its passes.
    */
   default void queueDeleted(String queue) {}
 
-  /** This node deleted the group: every meter tagged with the queue and the group goes, as {@link #queueDeleted}. */
+  /**
+   * The group is gone: every meter tagged with the queue and the group goes, as {@link #queueDeleted} (on the deleting
+   * node at once, on the others at their group watch's next pass).
+   */
   default void groupDeleted(String queue, String group) {}
+
+  /** The queues some meter of this node is tagged with. */
+  default java.util.Set<String> queuesMetered() {
+    return java.util.Set.of();
+  }
 
   /** The node closes: the gauges it registered go (its counters stay, as counters do). */
   default void close() {}

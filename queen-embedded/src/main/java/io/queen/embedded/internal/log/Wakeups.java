@@ -252,6 +252,11 @@ public final class Wakeups implements AutoCloseable {
     }
   }
 
+  /** The queues with a signal here. */
+  public java.util.Set<String> signalQueues() {
+    return java.util.Set.copyOf(signals.keySet());
+  }
+
   /** How many queues have a signal here. */
   public int signalsHeld() {
     return signals.size();

@@ -1,6 +1,7 @@
 package io.queen.embedded.internal.ops;
 
 import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.Metrics;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -17,7 +18,11 @@ import org.slf4j.LoggerFactory;
  * reads only the cursors that have work) and the queues' retention state, sets the gauges, and watches the lag
  * alarm: a group whose oldest pending message is older than its queue's {@code pendingAlertAfter} is logged once
  * at WARN when it crosses the threshold and once at INFO when it is back under it (per node). The gauges of a group or
- * queue deleted since the previous pass are removed. Runs on the node's janitor thread; {@link #run()} never throws.
+ * queue deleted since the previous pass are removed, with the group's counters and pop position. A queue this node
+ * keeps something of (meters, an options view, a pop position, a wake-up signal) and that no longer exists is
+ * forgotten once two passes in a row found it missing (one would forget a queue this node's push is creating at that
+ * moment): another node deleted it, and without this every node but the deleting one kept its meters for good. Runs
+ * on the node's janitor thread; {@link #run()} never throws.
  */
 public final class GroupWatch implements Runnable {
   private static final Logger LOG = LoggerFactory.getLogger(GroupWatch.class);
@@ -33,10 +38,17 @@ public final class GroupWatch implements Runnable {
   /** The groups ({@code queue NUL group}) and the queues with retention state the previous pass saw. */
   private Set<String> groupsSeen = Set.of();
   private Set<String> retentionSeen = Set.of();
+  /** Queues this node holds something of that the previous pass found missing. */
+  private Set<String> missingBefore = Set.of();
+  private final Broker broker;
+  private final String queuesSql;
   private boolean failing;
 
-  public GroupWatch(String node, DataSource ds, String quotedSchema, StatusReader reader, Metrics metrics) {
+  public GroupWatch(String node, DataSource ds, String quotedSchema, StatusReader reader, Metrics metrics,
+      Broker broker) {
     this.node = node;
+    this.broker = broker;
+    this.queuesSql = "select coalesce(array_agg(name), '{}') from " + quotedSchema + ".queues";
     this.ds = ds;
     this.reader = reader;
     this.metrics = metrics;
@@ -71,7 +83,7 @@ public final class GroupWatch implements Runnable {
       for (String key : groupsSeen) {
         if (!seen.contains(key)) {
           int cut = key.indexOf('\u0000');
-          metrics.groupGone(key.substring(0, cut), key.substring(cut + 1));
+          broker.forgetGroup(key.substring(0, cut), key.substring(cut + 1)); // its gauges, counters, pop position
         }
       }
       groupsSeen = seen;
@@ -95,6 +107,7 @@ public final class GroupWatch implements Runnable {
         }
       }
       retentionSeen = queues;
+      forgetQueuesDeletedElsewhere();
       if (failing) {
         failing = false;
         LOG.info("{} - group gauges are read again", node);
@@ -106,6 +119,33 @@ public final class GroupWatch implements Runnable {
             Sql.describe(e), PERIOD_MS);
       }
     }
+  }
+
+  /** Forgets the queues this node holds something of that two passes in a row found missing. */
+  private void forgetQueuesDeletedElsewhere() {
+    Set<String> held = broker.queuesHeld(); // before the read: a queue made after it is held, and seen, next pass
+    if (held.isEmpty() && missingBefore.isEmpty()) {
+      return;
+    }
+    Set<String> exist = Sql.autoCommit(ds, "queue names", c -> {
+      try (PreparedStatement st = c.prepareStatement(queuesSql); ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return Set.of((String[]) rs.getArray(1).getArray());
+      }
+    });
+    Set<String> missing = new HashSet<>();
+    for (String q : held) {
+      if (exist.contains(q)) {
+        continue;
+      }
+      if (missingBefore.contains(q)) {
+        broker.forgetDeletedElsewhere(q);
+        LOG.debug("{} - forgot queue '{}': it no longer exists (deleted by another node)", node, q);
+      } else {
+        missing.add(q);
+      }
+    }
+    missingBefore = missing;
   }
 
   /** Whether the alarm of this group is raised on this node (for tests and status). */

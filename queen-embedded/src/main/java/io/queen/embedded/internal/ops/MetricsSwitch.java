@@ -223,6 +223,16 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public java.util.Set<String> queuesMetered() {
+    try {
+      return delegate.queuesMetered();
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+      return java.util.Set.of();
+    }
+  }
+
+  @Override
   public void queueDeleted(String queue) {
     try {
       delegate.queueDeleted(queue);

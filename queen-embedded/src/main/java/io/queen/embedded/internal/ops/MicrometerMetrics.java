@@ -208,6 +208,24 @@ public final class MicrometerMetrics implements Metrics {
     removeTagged(queue, group);
   }
 
+  @Override
+  public java.util.Set<String> queuesMetered() {
+    java.util.Set<String> out = new java.util.HashSet<>();
+    for (String key : gauges.keySet()) {
+      String[] k = key.split("\u0000", -1); // name, queue, group
+      if (k.length == 3 && !k[1].equals("null")) {
+        out.add(k[1]);
+      }
+    }
+    for (io.micrometer.core.instrument.Meter m : registry.getMeters()) {
+      String q = m.getId().getTag("queue");
+      if (q != null && m.getId().getName().startsWith("queen.")) {
+        out.add(q);
+      }
+    }
+    return out;
+  }
+
   /** Removes every meter tagged {@code queue} (and {@code group}, when given): gauges, counters, timers. */
   private void removeTagged(String queue, String group) {
     for (String key : List.copyOf(gauges.keySet())) {

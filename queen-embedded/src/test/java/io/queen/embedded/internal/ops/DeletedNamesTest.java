@@ -70,6 +70,51 @@ class DeletedNamesTest {
     }
   }
 
+  /**
+   * The same for queues and groups another node deleted: this node's group watch forgets a group at its next pass and
+   * a queue once two passes found it missing (meters, pop positions, signals).
+   */
+  @Test
+  void queuesAndGroupsDeletedByAnotherNodeAreForgottenByTheGroupWatch(DataSource ds) throws Exception {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    try (Queen deleter = EmbeddedQueen.builder().dataSource(ds).schema("elsewhere").nodeId("deleter").start();
+        Queen other = EmbeddedQueen.builder().dataSource(ds).schema("elsewhere").nodeId("other")
+            .meterRegistry(registry).pollInterval(Duration.ofMillis(100)).start()) {
+      QueenImpl node = (QueenImpl) other;
+      other.queue("steady").push(Map.of("i", 0));
+      node.watchGroupsNow();
+      Map<String, Integer> before = node.broker().namesHeld();
+      for (int i = 0; i < 5; i++) {
+        String q = "gone-" + i;
+        other.queue(q).partition("p").push(Map.of("i", i));
+        try (Subscription s = other.queue(q).group("g").subscription(SubscriptionMode.ALL).consume(m -> { })) {
+          Awaitility.await().atMost(Duration.ofSeconds(20)).until(() -> s.acked() == 1);
+        }
+        other.queue(q).group("once").subscription(SubscriptionMode.ALL).pop();
+      }
+      other.queue("steady").group("left").subscription(SubscriptionMode.ALL).pop();
+      node.watchGroupsNow();
+      assertThat(tagged(registry, "gone-0")).as("meters while the queue lives").isNotEmpty();
+      assertThat(registry.getMeters()).anyMatch(m -> "left".equals(m.getId().getTag("group")));
+
+      deleter.queue("steady").group("left").delete();
+      for (int i = 0; i < 5; i++) {
+        deleter.queue("gone-" + i).delete();
+      }
+      node.watchGroupsNow();
+      assertThat(registry.getMeters()).as("a group deleted elsewhere: gone at the next pass")
+          .noneMatch(m -> "left".equals(m.getId().getTag("group")));
+      assertThat(tagged(registry, "gone-0")).as("a queue deleted elsewhere: kept after one pass").isNotEmpty();
+      node.watchGroupsNow();
+      for (int i = 0; i < 5; i++) {
+        assertThat(tagged(registry, "gone-" + i)).as("meters of queue gone-%d deleted elsewhere", i).isEmpty();
+      }
+      assertThat(node.broker().namesHeld()).isEqualTo(before);
+      assertThat(tagged(registry, "steady")).as("the queue that stays keeps its meters").isNotEmpty();
+      assertThat(registry.get("queen.messages.pushed").tag("queue", "steady").counter().count()).isEqualTo(1.0);
+    }
+  }
+
   private static java.util.List<Meter> tagged(SimpleMeterRegistry registry, String queue) {
     return registry.getMeters().stream().filter(m -> queue.equals(m.getId().getTag("queue"))).toList();
   }
