@@ -72,6 +72,8 @@ public final class RetentionJanitor {
   static final int BEHIND_AFTER = 2;
   /** Empty partitions per call of {@code remove_empty_partitions} (one transaction). */
   static final int REMOVE_CHUNK = 500;
+  /** Empty partitions one pass removes at most (the rest wait for the next pass; bounds the ids a pass keeps). */
+  static final int REMOVE_PER_PASS = 100_000;
 
   private final String node;
   private final DataSource ds;
@@ -264,7 +266,7 @@ public final class RetentionJanitor {
       }
       for (PageRow r : page) {
         after = r.pid();
-        if (r.emptyIdle()) {
+        if (r.emptyIdle() && pass.empty.size() < REMOVE_PER_PASS) {
           pass.empty.add(r.pid());
         }
         Oldest o = pass.oldest.computeIfAbsent(r.qid(), k -> new Oldest());
@@ -343,20 +345,24 @@ public final class RetentionJanitor {
     for (int from = 0; from < pass.empty.size(); from += REMOVE_CHUNK) {
       List<Long> ids = pass.empty.subList(from, Math.min(pass.empty.size(), from + REMOVE_CHUNK));
       long t0 = System.nanoTime();
-      long n = Sql.autoCommit(ds, "empty partitions removal", c -> {
-        long removed = 0;
+      Map<String, Long> chunk = Sql.autoCommit(ds, "empty partitions removal", c -> {
+        Map<String, Long> removed = new LinkedHashMap<>();
         try (PreparedStatement st = c.prepareStatement(removeSql)) {
           st.setArray(1, c.createArrayOf("bigint", ids.toArray()));
           st.setLong(2, removeEmptyAfterMs);
           try (ResultSet rs = st.executeQuery()) {
             while (rs.next()) {
-              byQueue.merge(rs.getString(1), rs.getLong(2), Long::sum);
-              removed += rs.getLong(2);
+              removed.put(rs.getString(1), rs.getLong(2));
             }
           }
         }
         return removed;
       });
+      long n = 0;
+      for (Map.Entry<String, Long> e : chunk.entrySet()) {
+        byQueue.merge(e.getKey(), e.getValue(), Long::sum);
+        n += e.getValue();
+      }
       pass.emptyRemoved += n;
       rest(n, System.nanoTime() - t0);
     }
