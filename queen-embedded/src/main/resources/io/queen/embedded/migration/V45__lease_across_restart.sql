@@ -3,8 +3,8 @@
 -- A consumer that held a lease while the server was down could neither ack nor renew; when the server came back after
 -- the lease time, the next pop took the lease as an expired one and counted an attempt, so an outage longer than the
 -- lease sent a message towards the dead-letter queue that no handler had failed (with retryLimit 0, straight into it).
--- A lease whose start (its expiry minus its lease time) is before pg_postmaster_start_time() is now released as a
--- group with expiry_counts = false releases one: the cursor, the attempts and the error stay, the message is
+-- A lease whose last contact (the later of its pick and its last renewal, expiry minus lease time) is before
+-- pg_postmaster_start_time() is now released as a group with expiry_counts = false releases one: the cursor, the attempts and the error stay, the message is
 -- delivered again (at least once, as for any lost lease). An outage that did not restart the server (a network
 -- partition between a node and the database) cannot be told from a handler that hung, and still counts. The body is
 -- V40's otherwise, with the same settings.
@@ -62,7 +62,7 @@ begin
     if p_partition is not null then
       open v_candidates for
         select cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, p.name as pname, p.next_offset, p.first_offset
+               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset
           from ${schema}.partitions p
           join ${schema}.cursors cu on cu.partition_id = p.id and cu.group_name = p_group
          where p.id = (select pp.id from ${schema}.partitions pp where pp.queue_id = v_qid and pp.name = p_partition)
@@ -75,7 +75,7 @@ begin
     elsif v_pass = 1 then
       open v_candidates for
         select cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, p.name as pname, p.next_offset, p.first_offset
+               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset
           from ${schema}.cursors cu
           join lateral (select pp.name, pp.next_offset, pp.first_offset, pp.last_message_at
                           from ${schema}.partitions pp where pp.id = cu.partition_id offset 0) p on true
@@ -90,7 +90,7 @@ begin
       -- the second pass wraps around: the partitions up to where the caller's previous pop stopped
       open v_candidates for
         select cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, p.name as pname, p.next_offset, p.first_offset
+               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset
           from ${schema}.cursors cu
           join lateral (select pp.name, pp.next_offset, pp.first_offset, pp.last_message_at
                           from ${schema}.partitions pp where pp.id = cu.partition_id offset 0) p on true
@@ -120,10 +120,13 @@ begin
           v_counts := coalesce(v_counts, true);
         end if;
       end if;
-      -- (V45) a lease taken before the server last started and expired since: its holder could not ack while the
-      -- database was down, so the expiry says nothing about the message; released without an attempt
+      -- (V45) a lease taken and last renewed before the server last started, expired since: its holder could not ack
+      -- while the database was down, so the expiry says nothing about the message; released without an attempt. The
+      -- last contact is the later of the pick and the last renewal (expiry minus lease time); a lease a node's start
+      -- freed (its expiry set to now) keeps its pick time, so a crash found after a restart still counts
       v_spanned := c.old_lease is not null and c.lease_expires_at is not null and c.lease_ms is not null
-                   and c.lease_expires_at - c.lease_ms * interval '1 millisecond' < pg_postmaster_start_time();
+                   and greatest(c.picked_at, c.lease_expires_at - c.lease_ms * interval '1 millisecond')
+                       < pg_postmaster_start_time();
       if c.old_lease is not null and (not v_counts or v_spanned) then
         -- released without an attempt: the cursor, the attempts, the error and any redelivery stay as they were
         update ${schema}.cursors cu
