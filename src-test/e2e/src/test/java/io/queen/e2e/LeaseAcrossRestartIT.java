@@ -7,8 +7,6 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
-import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -27,23 +25,12 @@ import org.junit.jupiter.api.Timeout;
  */
 class LeaseAcrossRestartIT {
 
-  private static EmbeddedPostgres start(Path dir, int port) throws IOException {
-    return EmbeddedPostgres.builder().setDataDirectory(dir).setCleanDataDirectory(false).setPort(port)
-        .setPGStartupWait(Duration.ofSeconds(60)).setRegisterShutdownHook(false).start();
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return s.getLocalPort();
-    }
-  }
-
   @Test
   @Timeout(value = 120, unit = TimeUnit.SECONDS)
   void aLeaseThatSpannedARestartIsGivenBackWithoutAnAttempt() throws Exception {
     Path dir = Files.createTempDirectory("queen-lease-restart-");
-    int port = freePort();
-    EmbeddedPostgres pg = start(dir, port);
+    int port = OwnServer.freePort();
+    EmbeddedPostgres pg = OwnServer.start(dir, port);
     try (Queen queen = EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://localhost:" + port + "/postgres",
         "postgres", "postgres").nodeId("lease-restart").connectTimeout(Duration.ofSeconds(1)).start()) {
       String q = "jobs";
@@ -55,7 +42,7 @@ class LeaseAcrossRestartIT {
       assertThat(queen.queue(q).consumer().partition("across").pop()).hasSize(1);
       pg.close();
       Thread.sleep(3_000); // the outage: the lease (2 s) runs out while the server is down
-      pg = start(dir, port);
+      pg = OwnServer.start(dir, port);
       AtomicReference<List<Message>> again = new AtomicReference<>();
       await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(200)).ignoreExceptions()
           .until(() -> {

@@ -8,8 +8,6 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.embedded.EmbeddedQueen;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
-import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -37,24 +35,12 @@ import org.slf4j.LoggerFactory;
 class RestartIT {
   private static final Logger LOG = LoggerFactory.getLogger(RestartIT.class);
 
-  private static EmbeddedPostgres start(Path dir, int port) throws IOException {
-    return EmbeddedPostgres.builder().setDataDirectory(dir).setCleanDataDirectory(false).setPort(port)
-        .setServerConfig("fsync", "on").setPGStartupWait(Duration.ofSeconds(60)).setRegisterShutdownHook(false)
-        .start();
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return s.getLocalPort();
-    }
-  }
-
   @Test
   @Timeout(value = 180, unit = TimeUnit.SECONDS)
   void deliveriesResumeSoonAfterARestartAndNothingIsLost() throws Exception {
     Path dir = Files.createTempDirectory("queen-restart-");
-    int port = freePort();
-    EmbeddedPostgres pg = start(dir, port);
+    int port = OwnServer.freePort();
+    EmbeddedPostgres pg = OwnServer.start(dir, port);
     String url = "jdbc:postgresql://localhost:" + port + "/postgres";
     Map<Integer, AtomicInteger> delivered = new ConcurrentHashMap<>();
     AtomicLong lastDelivery = new AtomicLong();
@@ -96,7 +82,7 @@ class RestartIT {
       pg.close(); // stops the server: every connection drops, new ones are refused
       long stoppedAt = System.nanoTime();
       Thread.sleep(3000);
-      pg = start(dir, port);
+      pg = OwnServer.start(dir, port);
       long upAt = System.nanoTime();
       await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(10)).until(() -> lastDelivery.get() > upAt);
       double resumeSeconds = (lastDelivery.get() - upAt) / 1e9;

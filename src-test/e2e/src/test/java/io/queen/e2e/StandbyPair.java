@@ -5,7 +5,6 @@ import static org.awaitility.Awaitility.await;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -49,7 +48,7 @@ final class StandbyPair implements AutoCloseable {
   /** Starts the primary, and the standby too or later ({@link #startStandby()}). */
   static StandbyPair start(boolean standbyNow) throws Exception {
     Path dir = Files.createTempDirectory("queen-standby");
-    StandbyPair pair = new StandbyPair(dir, freePort(), freePort());
+    StandbyPair pair = new StandbyPair(dir, OwnServer.freePort(), OwnServer.freePort());
     try {
       pair.boot();
       if (standbyNow) {
@@ -188,12 +187,6 @@ final class StandbyPair implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException(e);
-    }
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return s.getLocalPort();
     }
   }
 }
