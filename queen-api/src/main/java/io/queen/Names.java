@@ -1,8 +1,6 @@
 package io.queen;
 
-import java.nio.charset.StandardCharsets;
 import java.util.Objects;
-import java.util.regex.Pattern;
 
 /**
  * The rules for names that reach SQL. Every public entry point checks its names here before
@@ -18,9 +16,6 @@ public final class Names {
   public static final int MAX_PARTITION_BYTES = 128;
   /** The longest KV key, in UTF-8 bytes. */
   public static final int MAX_KEY_BYTES = 512;
-
-  private static final Pattern NAME = Pattern.compile(NAME_RULE);
-  private static final Pattern NAMESPACE = Pattern.compile(NAMESPACE_RULE);
 
   private Names() {}
 
@@ -41,16 +36,17 @@ public final class Names {
     return name;
   }
 
-  /** Checks a partition name: 1 to 128 UTF-8 bytes, no NUL character. Returns it. */
+  /**
+   * Checks a partition name: 1 to 128 UTF-8 bytes of Unicode text (no unpaired UTF-16 surrogate, which the
+   * database's UTF-8 could only store as a replacement character, so the stored name would differ from the one
+   * given), no NUL character. Returns it.
+   */
   public static String partition(String name) {
     Objects.requireNonNull(name, "partition must not be null");
-    int bytes = name.getBytes(StandardCharsets.UTF_8).length;
+    long bytes = text("partition name", name);
     if (bytes == 0 || bytes > MAX_PARTITION_BYTES) {
       throw new IllegalArgumentException("partition name must be 1.." + MAX_PARTITION_BYTES
           + " UTF-8 bytes, was " + bytes + " bytes");
-    }
-    if (name.indexOf('\0') >= 0) {
-      throw new IllegalArgumentException("partition name must not contain the NUL character");
     }
     return name;
   }
@@ -58,28 +54,71 @@ public final class Names {
   /** Checks a KV namespace against {@link #NAMESPACE_RULE}; returns it. */
   public static String namespace(String ns) {
     Objects.requireNonNull(ns, "namespace must not be null");
-    if (!NAMESPACE.matcher(ns).matches()) {
+    if (!allowed(ns, true)) {
       throw new IllegalArgumentException("namespace '" + shorten(ns) + "' is invalid: allowed is " + NAMESPACE_RULE);
     }
     return ns;
   }
 
-  /** Checks a KV key: 1 to 512 UTF-8 bytes, no NUL character. Returns it. */
+  /** Checks a KV key: 1 to 512 UTF-8 bytes of Unicode text (no unpaired UTF-16 surrogate), no NUL character. Returns it. */
   public static String key(String key) {
     Objects.requireNonNull(key, "key must not be null");
-    int bytes = key.getBytes(StandardCharsets.UTF_8).length;
+    long bytes = text("key", key);
     if (bytes == 0 || bytes > MAX_KEY_BYTES) {
       throw new IllegalArgumentException("key must be 1.." + MAX_KEY_BYTES + " UTF-8 bytes, was " + bytes + " bytes");
-    }
-    if (key.indexOf('\0') >= 0) {
-      throw new IllegalArgumentException("key must not contain the NUL character");
     }
     return key;
   }
 
+  /**
+   * The UTF-8 length of {@code s}, counted without encoding it; throws for a NUL character or an unpaired
+   * surrogate ({@code what} names the value). Called for every pushed item, so it allocates nothing.
+   */
+  private static long text(String what, String s) {
+    long bytes = 0;
+    int n = s.length();
+    for (int i = 0; i < n; i++) {
+      char c = s.charAt(i);
+      if (c < 0x80) {
+        if (c == 0) {
+          throw new IllegalArgumentException(what + " must not contain the NUL character");
+        }
+        bytes++;
+      } else if (c < 0x800) {
+        bytes += 2;
+      } else if (Character.isHighSurrogate(c) && i + 1 < n && Character.isLowSurrogate(s.charAt(i + 1))) {
+        bytes += 4;
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        throw new IllegalArgumentException(what + " holds an unpaired UTF-16 surrogate at index " + i
+            + ": it is not Unicode text");
+      } else {
+        bytes += 3;
+      }
+    }
+    return bytes;
+  }
+
+  /** Whether {@code s} matches {@link #NAME_RULE} (or, with {@code colon}, {@link #NAMESPACE_RULE}); no regex: every push checks its queue. */
+  private static boolean allowed(String s, boolean colon) {
+    int n = s.length();
+    if (n < 1 || n > 128) {
+      return false;
+    }
+    for (int i = 0; i < n; i++) {
+      char c = s.charAt(i);
+      boolean ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_'
+          || c == '-' || (colon && c == ':');
+      if (!ok) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   private static String checkName(String field, String name) {
     Objects.requireNonNull(name, field);
-    if (!NAME.matcher(name).matches()) {
+    if (!allowed(name, false)) {
       throw new IllegalArgumentException(field + " name '" + shorten(name) + "' is invalid: allowed is " + NAME_RULE);
     }
     return name;

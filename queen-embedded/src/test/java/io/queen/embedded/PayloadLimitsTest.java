@@ -131,6 +131,8 @@ class PayloadLimitsTest {
     bad.put("[1,]", "syntax error");
     bad.put("[".repeat(1001) + "]".repeat(1001), "beyond the reader's limits");
     bad.put("{\"n\":" + "9".repeat(1001) + "}", "beyond the reader's limits");
+    bad.put("{\"" + "k".repeat(50_001) + "\":1}", "beyond the reader's limits");
+    bad.put("\"\\é\"", "syntax error");
     for (Map.Entry<String, String> e : bad.entrySet()) {
       List<PushItem> items = List.of(PushItem.of("p", 1), PushItem.of("p", 2), PushItem.of("p", Json.of(e.getKey())));
       assertThatThrownBy(() -> queen.queue(q).push(items)).as(e.getKey()).isInstanceOf(PayloadSerializationException.class)
@@ -153,7 +155,7 @@ class PayloadLimitsTest {
 
     // legal text: an escaped backslash followed by "u0000", a surrogate pair, nesting and numbers at the limits
     List<String> good = List.of("\"\\\\u0000\"", "\"\\ud83d\\ude00\"", "\"\ud83d\ude00\"", "[".repeat(1000) + "]".repeat(1000),
-        "{\"n\":" + "9".repeat(1000) + "}", " {\"a\" : [1, 2.5e3, true, null]} ");
+        "{\"n\":" + "9".repeat(1000) + "}", " {\"a\" : [1, 2.5e3, true, null]} ", "{\"" + "k".repeat(50_000) + "\":1}");
     for (String g : good) {
       queen.queue(q).push(Json.of(g));
     }

@@ -54,7 +54,9 @@ public final class JsonCodec {
     m.configure(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES, false);
     this.mapper = m;
     // standard JSON only (what jsonb accepts), whatever leniency the application's mapper allows
-    this.strict = JsonFactory.builder().streamReadConstraints(reader).build();
+    // names are only checked, never kept: no symbol table to look each one up in (a push checks every payload)
+    this.strict = JsonFactory.builder().streamReadConstraints(reader)
+        .disable(JsonFactory.Feature.CANONICALIZE_FIELD_NAMES).build();
   }
 
   /** The node's mapper (a copy of the application's, with the reader limits above). */
@@ -93,10 +95,15 @@ public final class JsonCodec {
     long bytes;
     if (value instanceof Json j) {
       text = j.text();
-      bytes = utf8Length(text);
-      if (bytes > maxBytes) {
-        return new Encoded(null, bytes);
+      // a char is at most 3 UTF-8 bytes (a surrogate pair 4 for 2): only a text that could be over is counted here;
+      // the check below counts every other one in the pass it makes anyway
+      if (3L * text.length() > maxBytes) {
+        bytes = utf8Length(text);
+        if (bytes > maxBytes) {
+          return new Encoded(null, bytes);
+        }
       }
+      return new Encoded(text, check(text, field));
     } else {
       BoundedWriter w = new BoundedWriter(maxBytes);
       try {
@@ -126,11 +133,17 @@ public final class JsonCodec {
    * JSON document (no empty text, no trailing tokens, no second value) within the reader's limits
    * (nesting depth, number and name length), without a NUL (raw or as the escape {@code \u0000}) or an
    * unpaired surrogate.
+   *
+   * @return the text's UTF-8 length, counted in the same pass
    */
-  public void check(String text, String field) {
+  public long check(String text, String field) {
     int n = text.length();
+    long bytes = n; // one per char; the loop adds what a char takes beyond that
     for (int i = 0; i < n; i++) {
       char c = text.charAt(i);
+      if (c >= 0x80) {
+        bytes += c < 0x800 || Character.isSurrogate(c) ? 1 : 2;
+      }
       if (c == 0) {
         throw new PayloadSerializationException(field + " holds a NUL character at position " + i
             + ", which PostgreSQL's jsonb cannot store", null);
@@ -158,9 +171,13 @@ public final class JsonCodec {
           continue;
         }
         i++; // the escaped character (so an escaped backslash before "u0000" is not an escape)
+        if (text.charAt(i) >= 0x80) {
+          i--; // not an escape JSON has (the parser below refuses it); counted and checked as a char of its own
+        }
         continue;
       }
       if (Character.isHighSurrogate(c) && i + 1 < n && Character.isLowSurrogate(text.charAt(i + 1))) {
+        bytes += 1; // the pair: 4 bytes in all
         i++;
       } else if (Character.isSurrogate(c)) {
         throw unpaired(field, i);
@@ -183,6 +200,7 @@ public final class JsonCodec {
     } catch (IOException e) {
       throw new PayloadSerializationException(field + " is not valid JSON (" + e.getClass().getSimpleName() + ")", null);
     }
+    return bytes;
   }
 
   private static PayloadSerializationException unpaired(String field, int i) {
