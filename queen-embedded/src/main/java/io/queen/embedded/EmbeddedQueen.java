@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.ThreadFactory;
 import java.util.regex.Pattern;
 import javax.sql.DataSource;
@@ -96,6 +97,7 @@ public final class EmbeddedQueen {
     private boolean janitor = true;
     private long kvMaxReadBytes = DEFAULT_KV_MAX_READ_BYTES;
     private Object meterRegistry;
+    private List<String> meterTags = List.of();
     private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
     private Duration connectTimeout = DEFAULT_CONNECT_TIMEOUT;
     private Duration sessionTimeout = DEFAULT_SESSION_TIMEOUT;
@@ -321,6 +323,23 @@ public final class EmbeddedQueen {
     }
 
     /**
+     * Tags every meter of this node carries, connectors' included, as key/value pairs
+     * ({@code meterTags("queen.db", "billing")}): for two or more nodes in one JVM that report to one registry (two
+     * databases, or a test), whose meters would otherwise share names and tags (the first node's gauge would win, and
+     * the first node to close would remove the other's). Keys {@code [A-Za-z][A-Za-z0-9._-]{0,63}}, not one of the
+     * tags Queen sets itself ({@code queue}, {@code group}, {@code outcome}, {@code connector}); values 1..256
+     * characters. Keep values stable across restarts (a database or service name, not a random node id): each
+     * value is a new series to a monitoring system. Without a {@link #meterRegistry} they change nothing.
+     * (Giving each node a {@code CompositeMeterRegistry} with common tags of its own does not work: Queen adds the
+     * registry to a composite of its own, and Micrometer then registers into the composite's children directly.)
+     */
+    public Builder meterTags(String... keyValues) {
+      Objects.requireNonNull(keyValues, "meterTags must not be null");
+      this.meterTags = java.util.Arrays.asList(keyValues.clone());
+      return this;
+    }
+
+    /**
      * The largest payload a push accepts, in bytes of its JSON text as UTF-8 (1 KiB .. 64 MiB; default
      * 8 MiB). A bigger item is refused with a {@link io.queen.PayloadSerializationException} before
      * anything is sent, naming its index ({@code items[3].payload is 52428800 bytes of JSON; the limit is
@@ -489,6 +508,7 @@ public final class EmbeddedQueen {
           || horizonWarnAfter.compareTo(Duration.ofDays(1)) > 0)) {
         errors.add("horizonWarnAfter must be 0 (off) or between 1 s and 1 day, was " + human(horizonWarnAfter));
       }
+      meterTagErrors(errors, meterTags);
       if (!errors.isEmpty()) {
         throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
             + String.join("; ", errors));
@@ -497,7 +517,35 @@ public final class EmbeddedQueen {
           objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
           sessionTimeout, pushReceiptRetention, key, connectorThreads, connectorRefresh, runConnectors,
-          sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter, removeEmptyPartitionsAfter);
+          sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter, removeEmptyPartitionsAfter,
+          List.copyOf(meterTags));
+    }
+
+    /** Queen's own tag keys: a common tag may not take one of them. */
+    private static final Set<String> OWN_TAG_KEYS = Set.of("queue", "group", "outcome", "connector");
+
+    private static void meterTagErrors(List<String> errors, List<String> kv) {
+      if (kv.size() % 2 != 0) {
+        errors.add("meterTags must be key/value pairs, was " + kv.size() + " string(s)");
+        return;
+      }
+      Set<String> seen = new java.util.HashSet<>();
+      for (int i = 0; i < kv.size(); i += 2) {
+        String k = kv.get(i);
+        String v = kv.get(i + 1);
+        if (k == null || !k.matches("[A-Za-z][A-Za-z0-9._-]{0,63}")) {
+          errors.add("meterTags key " + (i / 2) + " must match [A-Za-z][A-Za-z0-9._-]{0,63}, was "
+              + (k == null ? "null" : "'" + (k.length() > 64 ? k.substring(0, 61) + "..." : k) + "'"));
+        } else if (OWN_TAG_KEYS.contains(k)) {
+          errors.add("meterTags key '" + k + "' is one of Queen's own tags " + new java.util.TreeSet<>(OWN_TAG_KEYS));
+        } else if (!seen.add(k)) {
+          errors.add("meterTags key '" + k + "' is given twice");
+        }
+        if (v == null || v.isEmpty() || v.length() > 256) {
+          errors.add("meterTags value of key " + (i / 2) + " must be 1..256 characters, was "
+              + (v == null ? "null" : v.length() + " character(s)"));
+        }
+      }
     }
 
     /**

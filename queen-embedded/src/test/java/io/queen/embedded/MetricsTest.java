@@ -1,6 +1,7 @@
 package io.queen.embedded;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
@@ -46,6 +47,49 @@ class MetricsTest {
       assertThat(registry.getMeters()).allSatisfy(m -> assertThat(m.getId().getTags())
           .allSatisfy(t -> assertThat(t.getKey()).isIn("queue", "group", "outcome")));
     }
+  }
+
+  /**
+   * Two nodes in one JVM that report to one application registry (two databases, README "Metrics"): with
+   * {@code meterTags} of their own their meters stay apart, and a node that closes removes its gauges only.
+   * Before, they shared each meter: the first node's gauge won and its close removed the other's.
+   */
+  @Test
+  void nodesSharingOneRegistryKeepTheirOwnMetersUnderTheirMeterTags(DataSource ds) {
+    SimpleMeterRegistry app = new SimpleMeterRegistry();
+    try (Queen b = EmbeddedQueen.builder().dataSource(ds).nodeId("b").meterRegistry(app).meterTags("queen.db", "b")
+        .start()) {
+      try (Queen a = EmbeddedQueen.builder().dataSource(ds).nodeId("a").meterRegistry(app)
+          .meterTags("queen.db", "a", "team", "billing").start()) {
+        a.queue("shared").partition("p").pushAll(List.of(Map.of("i", 1), Map.of("i", 2)));
+        b.queue("shared").partition("p").pushAll(List.of(Map.of("i", 3), Map.of("i", 4), Map.of("i", 5)));
+        assertThat(a.queue("shared").consumer().pop()).hasSize(1); // the default group: a lag to watch (5, none acked)
+        assertThat(app.get("queen.messages.pushed").tag("queen.db", "a").tag("team", "billing").tag("queue", "shared")
+            .counter().count()).isEqualTo(2);
+        assertThat(app.get("queen.messages.pushed").tag("queen.db", "b").tag("queue", "shared").counter().count())
+            .isEqualTo(3);
+        await().atMost(Duration.ofSeconds(25)).ignoreExceptions().untilAsserted(() -> {
+          for (String node : List.of("a", "b")) {
+            assertThat(app.get("queen.group.lag").tag("queen.db", node).tag("queue", "shared")
+                .tag("group", Queen.DEFAULT_GROUP).gauge().value()).isEqualTo(5.0);
+          }
+        });
+        assertThat(app.getMeters()).allSatisfy(m -> assertThat(m.getId().getTag("queen.db")).isIn("a", "b"));
+      }
+      assertThat(app.find("queen.group.lag").tag("queen.db", "a").gauges()).isEmpty();
+      assertThat(app.get("queen.group.lag").tag("queen.db", "b").tag("queue", "shared").gauge().value()).isEqualTo(5.0);
+    }
+  }
+
+  @Test
+  void meterTagsAreCheckedBeforeTheStart(DataSource ds) {
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).meterTags("a").start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("meterTags must be key/value pairs, was 1 string(s)");
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).meterTags("queue", "x", "9x", "y", "k", "", "k", "z")
+        .start()).isInstanceOf(IllegalArgumentException.class).hasMessage("4 invalid options: meterTags key 'queue' is"
+            + " one of Queen's own tags [connector, group, outcome, queue]; meterTags key 1 must match"
+            + " [A-Za-z][A-Za-z0-9._-]{0,63}, was '9x'; meterTags value of key 2 must be 1..256 characters, was 0"
+            + " character(s); meterTags key 'k' is given twice");
   }
 
   /**

@@ -42,7 +42,7 @@ class SinkMetersTest {
     }
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).meterRegistry(registry)
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .meterTags("queen.db", "main").connectorRefresh(Duration.ofMillis(200)).start()) {
       queen.connectors().put("metered", DOC);
       List<PushItem> items = new ArrayList<>();
       for (int i = 0; i < 10; i++) {
@@ -56,6 +56,8 @@ class SinkMetersTest {
       assertThat(count(registry, "queen.pg.sink.batches")).isPositive();
       assertThat(count(registry, "queen.pg.connector.errors")).isZero();
       assertThat(registry.get("queen.pg.connector.owner").tag("connector", "metered").gauge().value()).isEqualTo(1.0);
+      // the builder's meterTags reach the connectors' meters too
+      assertThat(registry.getMeters()).allSatisfy(m -> assertThat(m.getId().getTag("queen.db")).isEqualTo("main"));
       assertThat(queen.status().connector("metered")).as("the connectors in status()").satisfies(s -> {
         assertThat(s.phase()).isEqualTo("running");
         assertThat(s.counters()).containsEntry("applied", 10L);

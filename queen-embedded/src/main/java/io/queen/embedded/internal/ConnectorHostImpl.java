@@ -95,7 +95,7 @@ public final class ConnectorHostImpl implements ConnectorHost {
 
   @Override
   public Object meterRegistry() {
-    return q.config().meterRegistry();
+    return q.metrics().registry();
   }
 
   @Override

@@ -11,7 +11,8 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
     Duration closeGrace, boolean listen, boolean janitor, long kvMaxReadBytes, Object meterRegistry, int maxPayloadBytes,
     Duration connectTimeout, Duration sessionTimeout, Duration pushReceiptRetention, byte[] encryptionKey,
     int connectorThreads, Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
-    java.util.List<byte[]> oldEncryptionKeys, Duration horizonWarnAfter, Duration removeEmptyPartitionsAfter) {
+    java.util.List<byte[]> oldEncryptionKeys, Duration horizonWarnAfter, Duration removeEmptyPartitionsAfter,
+    java.util.List<String> meterTags) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
   public Duration heartbeatInterval() {
@@ -28,7 +29,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
   public String describe() {
     return "schema=" + schema + ", node=" + nodeId + ", pool=" + (dataSource != null ? "application DataSource"
         : "own HikariCP(" + poolSize + ") " + maskUrl(jdbcUrl)) + ", pollInterval=" + pollInterval
-        + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes + ", metrics=" + (meterRegistry != null)
+        + ", closeGrace=" + closeGrace + ", listen=" + listen + ", janitor=" + janitor + ", kvMaxReadBytes=" + kvMaxReadBytes + ", metrics=" + (meterRegistry != null) + (meterTags.isEmpty() ? "" : " tagged " + meterTags)
         + ", maxPayloadBytes=" + maxPayloadBytes + ", connectTimeout=" + connectTimeout
         + ", sessionTimeout=" + sessionTimeout + " (heartbeat every " + heartbeatInterval() + ")"
         + ", pushReceiptRetention=" + pushReceiptRetention

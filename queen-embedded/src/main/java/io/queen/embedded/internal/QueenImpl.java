@@ -93,7 +93,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.codec = new JsonCodec(config.mapper());
     this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
     this.metrics = new MetricsSwitch(config.nodeId(), config.meterRegistry() == null ? Metrics.NOOP
-        : new MicrometerMetrics(config.meterRegistry()));
+        : new MicrometerMetrics(config.meterRegistry(), config.meterTags()), config.meterTags());
     this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
         config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));
     this.status = new StatusReader(ds, broker.schema());

@@ -62,7 +62,11 @@ public interface ConnectorHost {
   /** The grace period of {@link Queen#close()}. */
   Duration closeGrace();
 
-  /** The Micrometer {@code MeterRegistry} given to the builder, or null. */
+  /**
+   * The Micrometer {@code MeterRegistry} to register a connector's meters with, or null when the node has none (or
+   * its metrics were turned off by a failing meter): the node's own registry over the one given to the builder, so
+   * the builder's {@code meterTags} apply, and a removal through it reaches the builder's registry.
+   */
   Object meterRegistry();
 
   /**

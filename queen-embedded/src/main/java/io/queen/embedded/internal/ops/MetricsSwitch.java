@@ -21,10 +21,22 @@ public final class MetricsSwitch implements Metrics {
   private volatile Metrics delegate;
   private volatile BooleanSupplier listener;
   private boolean closed;
+  /** The builder's {@code meterTags}: on every meter, whenever the registry is bound. */
+  private final List<String> commonTags;
 
   public MetricsSwitch(String node, Metrics initial) {
+    this(node, initial, List.of());
+  }
+
+  public MetricsSwitch(String node, Metrics initial, List<String> commonTags) {
     this.node = node;
     this.delegate = initial;
+    this.commonTags = List.copyOf(commonTags);
+  }
+
+  /** The Micrometer registry the node's meters go through (its common tags applied), or null when none is bound. */
+  public Object registry() {
+    return delegate instanceof MicrometerMetrics m ? m.registry() : null;
   }
 
   /**
@@ -56,7 +68,7 @@ public final class MetricsSwitch implements Metrics {
       m.add(registry);
       return;
     }
-    MicrometerMetrics m = new MicrometerMetrics(registry);
+    MicrometerMetrics m = new MicrometerMetrics(registry, commonTags);
     BooleanSupplier l = listener;
     if (l != null) {
       m.bindListener(l);

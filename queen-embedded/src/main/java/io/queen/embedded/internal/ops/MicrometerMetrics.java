@@ -39,7 +39,23 @@ public final class MicrometerMetrics implements Metrics {
 
   /** Meters that go to {@code registry} (a Micrometer {@code MeterRegistry}) and to any added later. */
   public MicrometerMetrics(Object registry) {
+    this(registry, List.of());
+  }
+
+  /**
+   * The same, every meter carrying {@code commonTags} (key/value pairs, the builder's {@code meterTags}): the tags
+   * are this composite's, since Micrometer registers a nested composite's meters into its children directly.
+   */
+  public MicrometerMetrics(Object registry, List<String> commonTags) {
+    if (!commonTags.isEmpty()) {
+      this.registry.config().commonTags(commonTags.toArray(String[]::new));
+    }
     add(registry);
+  }
+
+  /** The node's composite: what connectors register with, so their meters carry the common tags too. */
+  public Object registry() {
+    return registry;
   }
 
   /** Sends every meter, those registered already and those to come, to this registry too. */
