@@ -329,7 +329,8 @@ public final class EmbeddedQueen {
      * the first node to close would remove the other's). Keys {@code [A-Za-z][A-Za-z0-9._-]{0,63}}, not one of the
      * tags Queen sets itself ({@code queue}, {@code group}, {@code outcome}, {@code connector}); values 1..256
      * characters. Keep values stable across restarts (a database or service name, not a random node id): each
-     * value is a new series to a monitoring system. Without a {@link #meterRegistry} they change nothing.
+     * value is a new series to a monitoring system. They apply to a registry bound later through
+     * {@code QueenMeterBinder} too; without any registry they change nothing.
      * (Giving each node a {@code CompositeMeterRegistry} with common tags of its own does not work: Queen adds the
      * registry to a composite of its own, and Micrometer then registers into the composite's children directly.)
      */
