@@ -12,7 +12,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -22,17 +21,16 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V26: an acknowledgement that drains several partitions clears their cursors' {@code has_pending} flags in one
- * statement, with the rules refresh_pending had for each: cleared only under a SHARE lock on the partition, taken
- * with SKIP LOCKED, so a partition a push holds keeps its flag (and the next pop clears it if nothing came).
+ * The cursors' {@code has_pending} flag while a partition is busy (V46). An acknowledgement leaves the flag as it is
+ * (V26 to V45 cleared it when the cursor caught up, so each message delivered alone flipped it twice, two updates
+ * that could not be HOT); a push that finds it set writes nothing to the cursor; a pop's scan passes a caught-up
+ * flagged cursor without counting it against its limit, and clears the flag once the cursor has been quiet for 5
+ * seconds, under a SHARE lock on the partition (a partition a push holds keeps its flag). A pop of named partitions
+ * looks at those only.
  */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class AckDrainTest {
-
-  private static List<String> flagged(DataSource ds) throws SQLException {
-    return flagged(ds, null);
-  }
 
   /** The names of the partitions whose cursors have the flag set, of one queue (or of all when {@code queue} is null). */
   private static List<String> flagged(DataSource ds, String queue) throws SQLException {
@@ -52,8 +50,19 @@ class AckDrainTest {
     return out;
   }
 
+  /** Makes the group's cursors of a queue look quiet: last picked 6 seconds ago. */
+  private static void quiet(DataSource ds, String queue) throws SQLException {
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
+        "update drain.cursors cu set picked_at = picked_at - interval '6 seconds' from drain.queues q"
+            + " where q.id = cu.queue_id and q.name = ?")) {
+      st.setString(1, queue);
+      st.executeUpdate();
+    }
+  }
+
   @Test
-  void oneAckDrainingFivePartitionsClearsEveryFlagButTheOneAPushHolds(DataSource ds) throws Exception {
+  void anAckLeavesTheFlagsSetAndAScanClearsThemOnceTheCursorsAreQuietButNotWhereAPushHoldsThePartition(DataSource ds)
+      throws Exception {
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
       List<PushItem> items = new ArrayList<>();
       for (int i = 0; i < 5; i++) {
@@ -62,8 +71,13 @@ class AckDrainTest {
       queen.queue("jobs").push(items);
       List<Message> got = queen.queue("jobs").consumer().batch(10).partitions(5).pop();
       assertThat(got).hasSize(5);
-      assertThat(flagged(ds)).containsExactly("p0", "p1", "p2", "p3", "p4");
+      assertThat(queen.ack(got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
+      assertThat(flagged(ds, "jobs")).containsExactly("p0", "p1", "p2", "p3", "p4");
+      // busy (picked a moment ago): a scan finds nothing and leaves the flags
+      assertThat(queen.queue("jobs").consumer().batch(10).partitions(5).pop()).isEmpty();
+      assertThat(flagged(ds, "jobs")).containsExactly("p0", "p1", "p2", "p3", "p4");
 
+      quiet(ds, "jobs");
       try (Connection pusher = ds.getConnection()) {
         // a pushing transaction holds p3's row as a push does, without having pushed anything yet
         pusher.setAutoCommit(false);
@@ -71,19 +85,94 @@ class AckDrainTest {
             + " on q.id = p.queue_id where q.name = 'jobs' and p.name = 'p3' for no key update")) {
           st.executeQuery().close();
         }
-        List<AckResult> results = queen.ack(got);
-        assertThat(results).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
-        assertThat(flagged(ds)).containsExactly("p3");
+        assertThat(queen.queue("jobs").consumer().batch(10).partitions(5).pop()).isEmpty();
+        assertThat(flagged(ds, "jobs")).containsExactly("p3");
         pusher.rollback();
       }
-      // the flag left set costs one empty look: the next pop finds nothing and clears it
       assertThat(queen.queue("jobs").consumer().batch(10).partitions(5).pop()).isEmpty();
-      assertThat(flagged(ds)).isEmpty();
-      // and a push after the drain sets the flag again
+      assertThat(flagged(ds, "jobs")).isEmpty();
+      // and a push after that sets the flag again
       queen.queue("jobs").partition("p1").push(Map.of("n", 5));
-      assertThat(flagged(ds)).containsExactly("p1");
+      assertThat(flagged(ds, "jobs")).containsExactly("p1");
       assertThat(queen.queue("jobs").consumer().batch(10).partitions(5).pop()).hasSize(1);
     }
+  }
+
+  @Test
+  void aPushIntoAPartitionWhoseFlagIsSetWritesNothingToTheCursor(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
+      queen.queue("busy").partition("a").push(Map.of("n", 0));
+      List<Message> got = queen.queue("busy").consumer().pop();
+      queen.ack(got);
+      String before = cursorVersion(ds, "busy", "a");
+      queen.queue("busy").partition("a").push(Map.of("n", 1));
+      queen.queue("busy").partition("a").push(Map.of("n", 2));
+      assertThat(cursorVersion(ds, "busy", "a")).isEqualTo(before);
+      assertThat(queen.queue("busy").consumer().batch(10).pop()).extracting(m -> m.payload().get("n").asInt())
+          .containsExactly(1, 2);
+    }
+  }
+
+  /** The cursor row's version of the default group: its ctid and xmin, which any update changes. */
+  private static String cursorVersion(DataSource ds, String queue, String partition) throws SQLException {
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
+        "select cu.ctid::text || ' ' || cu.xmin::text from drain.cursors cu join drain.partitions p on p.id = cu.partition_id"
+            + " join drain.queues q on q.id = p.queue_id where q.name = ? and p.name = ?")) {
+      st.setString(1, queue);
+      st.setString(2, partition);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return rs.getString(1);
+      }
+    }
+  }
+
+  @Test
+  void aScanPassesCaughtUpFlaggedCursorsWithoutCountingThem(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
+      List<PushItem> items = new ArrayList<>();
+      for (int i = 0; i < 20; i++) {
+        items.add(PushItem.of(String.format("q%02d", i), Map.of("n", i)));
+      }
+      queen.queue("pass").push(items);
+      List<Message> got = queen.queue("pass").consumer().batch(20).partitions(20).pop();
+      queen.ack(got);
+      assertThat(flagged(ds, "pass")).hasSize(20);
+      queen.queue("pass").partition("q17").push(Map.of("n", 100));
+      // one partition per pop: the 19 caught-up flagged cursors do not use up the limit
+      assertThat(queen.queue("pass").consumer().partitions(1).pop())
+          .singleElement().satisfies(m -> assertThat(m.partition()).isEqualTo("q17"));
+    }
+  }
+
+  @Test
+  void aPopOfNamedPartitionsLooksAtThoseOnlyAndThePopOfEarlierVersionsStillScans(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
+      queen.queue("named").push(List.of(PushItem.of("a", Map.of("n", 0)), PushItem.of("b", Map.of("n", 1)),
+          PushItem.of("c", Map.of("n", 2))));
+      String cols = "partition_name";
+      try (Connection c = ds.getConnection()) {
+        try (PreparedStatement st = c.prepareStatement("select " + cols + " from drain.pop('named', '__QUEUE_MODE__', 10,"
+            + " 10, null, 30000, 'test-node', 'ALL', null, false, null, array['c', 'missing'])")) {
+          assertThat(names(st)).containsExactly("c");
+        }
+        // eleven arguments: the call of a node of an earlier version during a rolling upgrade
+        try (PreparedStatement st = c.prepareStatement("select " + cols + " from drain.pop('named', '__QUEUE_MODE__', 10,"
+            + " 10, null, 30000, 'test-node', 'ALL', null, false, null)")) {
+          assertThat(names(st)).containsExactlyInAnyOrder("a", "b");
+        }
+      }
+    }
+  }
+
+  private static List<String> names(PreparedStatement st) throws SQLException {
+    List<String> out = new ArrayList<>();
+    try (ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        out.add(rs.getString(1));
+      }
+    }
+    return out;
   }
 
   @Test
@@ -95,18 +184,18 @@ class AckDrainTest {
       assertThat(got).hasSize(2);
       queen.queue("more").partition("b").push(Map.of("n", 1)); // b has more after the leased range
       queen.ack(got);
-      assertThat(flagged(ds, "more")).containsExactly("b");
+      assertThat(flagged(ds, "more")).containsExactly("a", "b");
       List<Message> next = queen.queue("more").consumer().batch(10).partitions(2).pop();
       assertThat(next).singleElement().satisfies(m -> assertThat(m.payload().get("n").asInt()).isEqualTo(1));
     }
   }
 
   /**
-   * V35: one ack settling many leases finds each partition's locked row by its place in an array, not by a join; the
-   * flags cleared are exactly those of the partitions it drained.
+   * V35: one ack settling many leases finds each partition's row by its place in an array, not by a join; the
+   * partitions that got more while leased are found by the next pops, ten at a time, past the caught-up ones.
    */
   @Test
-  void oneAckOfManyLeasesClearsTheFlagsOfExactlyThePartitionsItDrained(DataSource ds) throws Exception {
+  void oneAckOfManyLeasesThenPopsOfTenFindExactlyThePartitionsThatGotMore(DataSource ds) throws Exception {
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
       int n = 400;
       List<PushItem> items = new ArrayList<>();
@@ -124,11 +213,14 @@ class AckDrainTest {
       }
       queen.queue("many").push(more);
       assertThat(queen.ack(got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
-      assertThat(flagged(ds, "many")).containsExactlyElementsOf(expected);
-      List<Message> rest = queen.queue("many").consumer().batch(n).partitions(n).pop();
-      assertThat(rest).hasSize(expected.size());
-      queen.ack(rest); // nothing flagged is left behind for the other tests of the schema
-      assertThat(flagged(ds, "many")).isEmpty();
+      assertThat(flagged(ds, "many")).hasSize(n);
+      List<String> rest = new ArrayList<>();
+      for (int round = 0; round < 6; round++) {
+        List<Message> ten = queen.queue("many").consumer().batch(10).partitions(10).pop();
+        ten.forEach(m -> rest.add(m.partition()));
+        queen.ack(ten);
+      }
+      assertThat(rest).containsExactlyInAnyOrderElementsOf(expected);
     }
   }
 }

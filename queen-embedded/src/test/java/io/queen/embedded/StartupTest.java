@@ -64,11 +64,16 @@ class StartupTest {
     // V6 say so)
     try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("plans").start();
         Connection c = ds.getConnection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("select p.proname, coalesce(array_to_string(p.proconfig, ','), '') from pg_proc p"
-            + " where p.pronamespace = 'plans'::regnamespace order by 1")) {
+        ResultSet rs = st.executeQuery("select p.proname, p.pronargs, coalesce(array_to_string(p.proconfig, ','), '')"
+            + " from pg_proc p where p.pronamespace = 'plans'::regnamespace order by 1")) {
       Map<String, String> config = new java.util.HashMap<>();
       while (rs.next()) {
-        config.put(rs.getString(1), rs.getString(2));
+        if ("pop".equals(rs.getString(1)) && rs.getInt(2) == 11) {
+          // V46: the pop of earlier versions' nodes calls the new one, which carries the settings
+          assertThat(rs.getString(3)).as("pop of eleven arguments").isEmpty();
+          continue;
+        }
+        config.put(rs.getString(1), rs.getString(3));
       }
       for (String f : List.of("push", "refresh_pending", "retention_step", "kv_put", "kv_incr", "kv_delete", "kv_write_many", "bundle_kv_ack",
           "shrink_lease")) {

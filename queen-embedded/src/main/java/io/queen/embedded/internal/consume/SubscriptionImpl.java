@@ -75,20 +75,18 @@ public final class SubscriptionImpl implements Subscription {
   private AckCoalescer acker;
   /** Units of work popped by the claimer: one partition's messages, or a batch handler's whole batch. */
   private final java.util.concurrent.LinkedBlockingQueue<Unit> units = new java.util.concurrent.LinkedBlockingQueue<>();
-  /** Pushes to the queue noticed (local or notified), and whether the claimer last waited for a free worker. */
-  private final AtomicLong pushWakes = new AtomicLong();
+  /** The partitions to pop next, or a scan (pushes name their partitions; units hold theirs while they run). */
+  private final Hints hints;
+  /** Whether the claimer last waited for a free worker. */
   private volatile boolean starved;
   /** Workers waiting for a unit. */
   private final java.util.concurrent.atomic.AtomicInteger idle = new java.util.concurrent.atomic.AtomicInteger();
   private final Object idleSignal = new Object();
   private long nudgeCount; // guarded by idleSignal
-  private final Runnable onWake = () -> {
-    pushWakes.incrementAndGet();
-    nudge();
-  };
+  private final io.queen.embedded.internal.log.Wakeups.Listener onWake = this::woken;
 
-  /** One partition's messages (or a batch handler's batch), and the push count when it was handed out. */
-  private record Unit(List<Message> messages, long pushWakesAtDispatch, int take) {
+  /** One partition's messages (or a batch handler's batch), the partitions they are of, and the pop's limit. */
+  private record Unit(List<Message> messages, List<String> partitions, int take) {
     /** Whether its partition may hold more ready messages than the pop took (so the claimer should look again). */
     boolean mayBeCut() {
       return messages.size() >= take || (!messages.isEmpty() && messages.get(0).attempt() > 1);
@@ -144,6 +142,7 @@ public final class SubscriptionImpl implements Subscription {
     this.txOne = txOne;
     this.txMany = txMany;
     this.where = Broker.where(request.queue(), request.group());
+    this.hints = new Hints(request.partition() != null);
   }
 
 
@@ -297,22 +296,36 @@ public final class SubscriptionImpl implements Subscription {
           }
           expiryMarked = true;
         }
+        String[] names = hints.next(System.nanoTime(), queen.config().pollInterval().toNanos());
+        if (names != null && names.length == 0) {
+          awaitNudge(seen); // nothing named since the last pop, and no scan due before the poll interval
+          continue;
+        }
         boolean batchShape = many != null || txMany != null || owned != null;
         int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
             : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
         int take = batchShape ? request.batch() : (int) Math.min(10_000L, (long) parts * request.batch());
-        List<Message> got = queen.broker().pop(new Broker.PopRequest(request.queue(), request.group(), take, parts,
-            request.partition(), request.leaseTime(), request.mode(), request.from(), false));
+        List<Message> got;
+        try {
+          got = queen.broker().pop(new Broker.PopRequest(request.queue(), request.group(), take, parts,
+              request.partition(), request.leaseTime(), request.mode(), request.from(), false, names));
+        } catch (RuntimeException e) {
+          hints.popped(names, List.of(), true); // nothing taken: the names stay, or the scan is asked for again
+          throw e;
+        }
         queen.broker().metrics().consumerPop(request.queue(), request.group(), got.isEmpty());
         backoff = 0;
         roundSucceeded();
         if (got.isEmpty()) {
+          hints.popped(names, List.of(), false);
           queen.afterEmptyPop(this);
           awaitNudge(seen);
           continue;
         }
-        int partitionsGot = dispatch(got, batchShape, take);
+        Set<String> took = dispatch(got, batchShape, take);
+        int partitionsGot = took.size();
         boolean full = got.size() >= take || partitionsGot >= parts;
+        hints.popped(names, took, full);
         if (!full) {
           // it took everything that was ready: wait for a push, a worker that finished (its partition may have
           // more), or the poll interval; anything that happened during the pop has already moved past 'seen'
@@ -340,6 +353,12 @@ public final class SubscriptionImpl implements Subscription {
         }
       }
     }
+  }
+
+  /** A push to the queue (of this node, or notified): the partitions it named, or null. */
+  private void woken(java.util.Collection<String> partitions) {
+    hints.woken(partitions);
+    nudge();
   }
 
   /** For a group whose consumer counts attempts itself: its expired leases count none (V14). Before start. */
@@ -377,33 +396,39 @@ public final class SubscriptionImpl implements Subscription {
 
   /**
    * Hands a popped batch to the workers: one unit per partition (per-message handlers), or the whole
-   * batch as one unit (batch handlers). The leases are renewed from now on. Returns the partitions seen.
+   * batch as one unit (batch handlers). The leases are renewed from now on, and the units hold their partitions
+   * (a push into one waits until the unit is settled). Returns the partitions' names.
    */
-  private int dispatch(List<Message> got, boolean batchShape, int take) {
+  private Set<String> dispatch(List<Message> got, boolean batchShape, int take) {
     Map<Long, List<Message>> byPartition = new LinkedHashMap<>();
     for (Message m : got) {
       byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
     }
+    Set<String> names = new java.util.LinkedHashSet<>();
     for (List<Message> part : byPartition.values()) {
       inFlight.add(part.get(0));
+      names.add(part.get(0).partition());
     }
-    long wakes = pushWakes.get();
     if (batchShape) {
-      units.add(new Unit(got, wakes, take));
+      List<String> all = new ArrayList<>(names);
+      hints.hold(all);
+      units.add(new Unit(got, all, take));
     } else {
       for (List<Message> part : byPartition.values()) {
-        units.add(new Unit(part, wakes, take));
+        List<String> one = List.of(part.get(0).partition());
+        hints.hold(one);
+        units.add(new Unit(part, one, take));
       }
     }
-    return byPartition.size();
+    return names;
   }
 
   /**
    * A worker: takes units from the claimer and runs them. Going idle nudges the claimer only when there may
    * be work it could not see: it was waiting for a free worker, a push arrived while this unit's partition
-   * was leased (the pop could not take that partition then), the unit failed (a retry may be due now), or
-   * the pop may have cut the partition short (it took as many as it could, or a retried head came alone).
-   * Otherwise a message costs one pop, not one more empty pop after every unit.
+   * was leased (the pop could not take that partition then: {@link Hints} kept its name until now), the unit
+   * failed (a retry may be due now), or the pop may have cut the partition short (it took as many as it could, or
+   * a retried head came alone). Otherwise a message costs one pop, not one more empty pop after every unit.
    */
   private void work() {
     boolean mayHaveMore = true;
@@ -430,13 +455,13 @@ public final class SubscriptionImpl implements Subscription {
       long failures = failed.get() + leaseLost.get();
       boolean ackInFlight = runBatch(unit);
       // with the ack in flight the partition is still leased: the acker nudges the claimer when it is not
-      mayHaveMore = !ackInFlight && (pushWakes.get() != unit.pushWakesAtDispatch()
-          || failed.get() + leaseLost.get() != failures || unit.mayBeCut());
+      mayHaveMore = !ackInFlight
+          && hints.settled(unit.partitions(), failed.get() + leaseLost.get() != failures || unit.mayBeCut());
     }
   }
 
   /** Put in {@link #units} once per worker by close(), so that idle workers stop at once. */
-  private static final Unit STOP = new Unit(List.of(), -1, 1);
+  private static final Unit STOP = new Unit(List.of(), List.of(), 1);
 
   /** One WARN when rounds start failing; the rest at DEBUG until they recover. */
   private void roundFailed(RuntimeException e, long capMillis) {
@@ -506,8 +531,8 @@ public final class SubscriptionImpl implements Subscription {
     a.ackAsync(acks, res -> {
       count(res);
       inFlight.removeAll(heads);
-      if (pushWakes.get() != unit.pushWakesAtDispatch() || unit.mayBeCut() || res.stream()
-          .anyMatch(r -> r.outcome() != AckOutcome.ACKED && r.outcome() != AckOutcome.ALREADY_ACKED)) {
+      if (hints.settled(unit.partitions(), unit.mayBeCut() || res.stream()
+          .anyMatch(r -> r.outcome() != AckOutcome.ACKED && r.outcome() != AckOutcome.ALREADY_ACKED))) {
         nudge();
       }
     }, e -> {
@@ -517,6 +542,7 @@ public final class SubscriptionImpl implements Subscription {
             queen.nodeId(), acks.size(), where, Sql.describe(e));
       }
       inFlight.removeAll(heads);
+      hints.settled(unit.partitions(), false); // the leases expire; the scan finds them then
     });
     return true;
   }

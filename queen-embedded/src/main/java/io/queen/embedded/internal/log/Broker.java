@@ -131,7 +131,7 @@ public final class Broker {
     // pop returns the type, version and key id (V17) with the rows since V21
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
-        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[])";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
@@ -199,7 +199,7 @@ public final class Broker {
             + " although its options were read again: nothing was pushed; push again");
       }
     }
-    afterCommit(p.queueSet());
+    afterCommit(p.partitionsByQueue());
     metrics.pushed(res);
     return res;
   }
@@ -408,6 +408,12 @@ public final class Broker {
     wakeups.notifyOthers(queues);
   }
 
+  /** {@link #afterCommit(Set)} naming the partitions that got messages, queue by queue. */
+  public void afterCommit(Map<String, Set<String>> partitionsByQueue) {
+    partitionsByQueue.forEach(wakeups::wake);
+    wakeups.notifyOthers(partitionsByQueue);
+  }
+
   /** Wakes this node's waiters of the queues (they pop, and wait again if nothing is visible yet). */
   public void wakeLocal(Set<String> queues) {
     for (String q : queues) {
@@ -432,6 +438,15 @@ public final class Broker {
       UUID[] ids, boolean callerIds, List<PushItem> items, String[] types, Integer[] versions, String[] keyIds) {
     Set<String> queueSet() {
       return new LinkedHashSet<>(Arrays.asList(queues));
+    }
+
+    /** The partitions pushed to, queue by queue. */
+    Map<String, Set<String>> partitionsByQueue() {
+      Map<String, Set<String>> out = new java.util.HashMap<>();
+      for (int i = 0; i < queues.length; i++) {
+        out.computeIfAbsent(queues[i], q -> new java.util.HashSet<>()).add(partitions[i]);
+      }
+      return out;
     }
 
     /** Whether every item names the same queue and partition (and none brings its own transaction id). */
@@ -984,8 +999,22 @@ public final class Broker {
   // -------------------------------------------------------------------------------------------- pop
 
   /** The parameters of one pop. */
+  /**
+   * One pop. {@code hints}: the names of the partitions to look at (the consume loop's: those a push or a finished
+   * unit named), or null to scan the group's flagged cursors from where this node's previous scan stopped.
+   */
   public record PopRequest(String queue, String group, int batch, int partitions, String partition, Duration leaseTime,
-      String mode, Instant from, boolean autoAck) {}
+      String mode, Instant from, boolean autoAck, String[] hints) {
+    public PopRequest(String queue, String group, int batch, int partitions, String partition, Duration leaseTime,
+        String mode, Instant from, boolean autoAck) {
+      this(queue, group, batch, partitions, partition, leaseTime, mode, from, autoAck, null);
+    }
+
+    /** The same pop for these partitions only (null: a scan). */
+    public PopRequest withHints(String[] names) {
+      return new PopRequest(queue, group, batch, partitions, partition, leaseTime, mode, from, autoAck, names);
+    }
+  }
 
   /** Pops once, without waiting (one statement, its own transaction). */
   public List<Message> pop(PopRequest r) {
@@ -1021,12 +1050,19 @@ public final class Broker {
         st.setString(8, r.mode());
         st.setTimestamp(9, r.from() == null ? null : Timestamp.from(r.from()));
         st.setBoolean(10, r.autoAck());
-        String position = r.partition() == null ? r.queue() + '\u0000' + r.group() : null;
+        // a scan goes on from where this node's previous scan of the group stopped; a pop of named partitions does not
+        // move that position
+        String position = r.partition() == null && r.hints() == null ? r.queue() + '\u0000' + r.group() : null;
         Long after = position == null ? null : popPositions.get(position);
         if (after == null) {
           st.setNull(11, Types.BIGINT);
         } else {
           st.setLong(11, after);
+        }
+        if (r.hints() == null) {
+          st.setNull(12, Types.ARRAY);
+        } else {
+          st.setArray(12, c.createArrayOf("text", r.hints()));
         }
         List<Popped> out = new ArrayList<>();
         long last = -1;

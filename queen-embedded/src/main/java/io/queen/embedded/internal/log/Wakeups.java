@@ -22,12 +22,18 @@ import org.slf4j.LoggerFactory;
  * serialises the commits of notifying transactions. A notification is only a hint: every waiter also wakes after the poll interval,
  * so a lost notification (a dropped listener connection, a pooler) delays a message, never loses it.
  * The listener reconnects by itself, and wakes every waiter after a reconnect.
+ *
+ * <p>A wake-up may name the partitions that got messages (a push of this node, or another node's notification,
+ * {@code <queue>|<node>|<names>}, each name written as its length, a colon and the name): the consume loop then pops
+ * those partitions instead of scanning the group's cursors. A wake-up that names none (a push inside an application's
+ * transaction, a redrive, a reconnect, a node of an earlier version, or more names than one notification holds) makes
+ * it scan.
  */
 public final class Wakeups implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Wakeups.class);
 
   private final ConcurrentHashMap<String, Signal> signals = new ConcurrentHashMap<>();
-  private final ConcurrentHashMap<String, java.util.Set<Runnable>> listeners = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, java.util.Set<Listener>> listeners = new ConcurrentHashMap<>();
   private final DataSource ds;
   private final String channel;
   private final String node;
@@ -36,7 +42,11 @@ public final class Wakeups implements AutoCloseable {
   private volatile Thread listener;
   private volatile Connection listenConnection;
   private volatile long reconnects;
-  private final java.util.Set<String> toNotify = ConcurrentHashMap.newKeySet();
+  /** Queue to the partition names to notify; {@link #UNNAMED} when they are not known or too many to list. */
+  private final ConcurrentHashMap<String, java.util.Set<String>> toNotify = new ConcurrentHashMap<>();
+  private static final java.util.Set<String> UNNAMED = java.util.Collections.emptySet();
+  /** Most characters of partition names one notification lists (a payload holds less than 8,000 bytes). */
+  static final int MAX_NAMED_CHARS = 2000;
   private final ReentrantLock notifyLock = new ReentrantLock();
   private final Condition notifyNeeded = notifyLock.newCondition();
   private volatile Thread notifier;
@@ -49,6 +59,13 @@ public final class Wakeups implements AutoCloseable {
   @FunctionalInterface
   public interface ThreadFactory {
     Thread newThread(String role, Runnable r);
+  }
+
+  /** Told of a wake-up of its queue, quickly, on the waking thread. */
+  @FunctionalInterface
+  public interface Listener {
+    /** @param partitions the partitions that got messages, or null when not known */
+    void woken(java.util.Collection<String> partitions);
   }
 
   public Wakeups(DataSource ds, String schema, String node, ThreadFactory threads) {
@@ -73,7 +90,7 @@ public final class Wakeups implements AutoCloseable {
   public void startNotifier() {
     Thread t = threads.newThread("notifier", this::notifyLoop);
     notifier = t;
-    toNotify.add("");
+    toNotify.put("", UNNAMED);
     t.start();
   }
 
@@ -95,10 +112,29 @@ public final class Wakeups implements AutoCloseable {
    * arrive while a notification is being sent are coalesced into the next one (one per queue).
    */
   public void notifyOthers(java.util.Set<String> queues) {
-    if (notifier == null || queues.isEmpty() || !othersAlive) {
+    java.util.Map<String, java.util.Collection<String>> unnamed = new java.util.HashMap<>();
+    queues.forEach(q -> unnamed.put(q, null));
+    notifyOthers(unnamed);
+  }
+
+  /**
+   * {@link #notifyOthers(java.util.Set)} naming the partitions per queue (a null collection: not known). Names of one
+   * queue that arrive before the notifier sends are merged, up to {@link #MAX_NAMED_CHARS}; past that, the
+   * notification names none.
+   */
+  public void notifyOthers(java.util.Map<String, ? extends java.util.Collection<String>> partitionsByQueue) {
+    if (notifier == null || partitionsByQueue.isEmpty() || !othersAlive) {
       return; // (no other live node: nobody to tell)
     }
-    toNotify.addAll(queues);
+    partitionsByQueue.forEach((q, names) -> toNotify.merge(q, names == null ? UNNAMED : new java.util.HashSet<>(names),
+        (a, b) -> {
+          if (a == UNNAMED || b == UNNAMED) {
+            return UNNAMED;
+          }
+          java.util.Set<String> m = new java.util.HashSet<>(a);
+          m.addAll(b);
+          return m.size() > MAX_NAMED_CHARS / 2 ? UNNAMED : m; // more than a payload could list anyway
+        }));
     notifyLock.lock();
     try {
       notifyNeeded.signal();
@@ -116,8 +152,9 @@ public final class Wakeups implements AutoCloseable {
     // a hint need not wait for its WAL flush: without this every notification is a synchronous commit
     // competing with the pushes for the WAL
     // the payload names the sending node after a '|' (queue names cannot hold one), so that its own listener can
-    // ignore it: this node's waiters were woken directly when the push committed
-    String sql = "select set_config('synchronous_commit', 'off', true), pg_notify(?, q || '|' || ?) from unnest(?::text[]) as q";
+    // ignore it: this node's waiters were woken directly when the push committed; then, after another '|' (node ids
+    // cannot hold one), the partitions
+    String sql = "select set_config('synchronous_commit', 'off', true), pg_notify(?, x) from unnest(?::text[]) as x";
     while (running) {
       notifyLock.lock();
       try {
@@ -134,20 +171,24 @@ public final class Wakeups implements AutoCloseable {
       if (toNotify.isEmpty()) {
         continue;
       }
-      java.util.List<String> batch = new java.util.ArrayList<>(toNotify);
-      toNotify.removeAll(batch);
+      java.util.List<String> batch = new java.util.ArrayList<>();
+      for (String q : new java.util.ArrayList<>(toNotify.keySet())) {
+        java.util.Set<String> names = toNotify.remove(q);
+        if (names != null) {
+          batch.add(payload(q, node, names == UNNAMED ? null : names));
+        }
+      }
       try (Connection c = ds.getConnection(); java.sql.PreparedStatement st = c.prepareStatement(sql)) {
         if (!c.getAutoCommit()) {
           c.setAutoCommit(true);
         }
         st.setString(1, channel);
-        st.setString(2, node);
-        st.setArray(3, c.createArrayOf("text", batch.toArray()));
+        st.setArray(2, c.createArrayOf("text", batch.toArray()));
         st.execute();
         notifications++;
       } catch (SQLException | RuntimeException e) {
         // a hint only: waiters on other nodes poll; do not spin on a broken database
-        LOG.debug("{} - could not notify other nodes about {}: {}", node, batch, Sql.describe(e));
+        LOG.debug("{} - could not notify other nodes about {} queue(s): {}", node, batch.size(), Sql.describe(e));
         try {
           TimeUnit.MILLISECONDS.sleep(100);
         } catch (InterruptedException ie) {
@@ -160,20 +201,64 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /**
-   * A notification: {@code <queue>|<node>} from a node's notifier (ignored when the node is this one: its
-   * waiters were woken at the commit), or {@code <queue>} from a push inside an application's transaction.
+   * A notification's payload: {@code <queue>|<node>}, then {@code |} and the partitions when {@code names} lists them
+   * and they fit in {@link #MAX_NAMED_CHARS} (each as its length in chars, {@code :}, the name: names may hold any
+   * character).
+   */
+  static String payload(String queue, String node, java.util.Collection<String> names) {
+    StringBuilder b = new StringBuilder(queue).append('|').append(node);
+    if (names == null || names.isEmpty()) {
+      return b.toString();
+    }
+    int mark = b.length();
+    b.append('|');
+    for (String n : names) {
+      b.append(n.length()).append(':').append(n);
+      if (b.length() - mark > MAX_NAMED_CHARS) {
+        b.setLength(mark); // too many to list: the receivers scan
+        break;
+      }
+    }
+    return b.toString();
+  }
+
+  /** The partitions a notification names after {@code from} (its last {@code |}), or null if it names none. */
+  static java.util.List<String> names(String payload, int from) {
+    if (from < 0 || from >= payload.length()) {
+      return null;
+    }
+    java.util.List<String> out = new java.util.ArrayList<>();
+    int i = from;
+    try {
+      while (i < payload.length()) {
+        int colon = payload.indexOf(':', i);
+        int len = Integer.parseInt(payload, i, colon, 10);
+        out.add(payload.substring(colon + 1, colon + 1 + len));
+        i = colon + 1 + len;
+      }
+    } catch (RuntimeException e) {
+      return null; // not a list this version wrote: scan
+    }
+    return out;
+  }
+
+  /**
+   * A notification: {@code <queue>|<node>[|<partitions>]} from a node's notifier (ignored when the node is this one:
+   * its waiters were woken at the commit), or {@code <queue>} from a push inside an application's transaction.
    */
   void onNotification(String payload) {
     if (payload == null) {
       return;
     }
     int bar = payload.indexOf('|');
+    int end = bar < 0 ? -1 : payload.indexOf('|', bar + 1); // node ids hold no '|'
+    int nodeEnd = end < 0 ? payload.length() : end;
     if (bar < 0) {
       wake(payload);
-    } else if (!payload.regionMatches(bar + 1, node, 0, node.length()) || payload.length() != bar + 1 + node.length()) {
+    } else if (nodeEnd - bar - 1 != node.length() || !payload.regionMatches(bar + 1, node, 0, node.length())) {
       othersAlive = true; // another node is there (a hello, or a push of its own)
       if (bar > 0) {
-        wake(payload.substring(0, bar));
+        wake(payload.substring(0, bar), end < 0 ? null : names(payload, end + 1));
       }
     } else if (bar > 0) {
       ownNotifications++; // (its own hello is not counted: it names no queue)
@@ -204,37 +289,42 @@ public final class Wakeups implements AutoCloseable {
     }
   }
 
-  /** Wakes the waiters of a queue. */
+  /** Wakes the waiters of a queue, naming no partition. */
   public void wake(String queue) {
+    wake(queue, null);
+  }
+
+  /** Wakes the waiters of a queue; {@code partitions}: those that got messages, or null when not known. */
+  public void wake(String queue, java.util.Collection<String> partitions) {
     Signal s = signals.get(queue);
     if (s != null) {
       s.bump();
     }
-    java.util.Set<Runnable> ls = listeners.get(queue);
+    java.util.Set<Listener> ls = listeners.get(queue);
     if (ls != null) {
-      ls.forEach(Runnable::run);
+      ls.forEach(l -> l.woken(partitions));
     }
   }
 
   /** Wakes every waiter (after a reconnect, or on close). */
   public void wakeAll() {
     signals.values().forEach(Signal::bump);
-    listeners.values().forEach(ls -> ls.forEach(Runnable::run));
+    listeners.values().forEach(ls -> ls.forEach(l -> l.woken(null)));
   }
 
   /**
    * Calls {@code onWake} (quickly, on the waking thread) whenever the queue is woken: for a waiter that
    * also waits for other events (the consume loop's claimer waits for pushes and for its workers).
    */
-  public void addListener(String queue, Runnable onWake) {
+  public void addListener(String queue, Listener onWake) {
     listeners.compute(queue, (q, ls) -> {
-      java.util.Set<Runnable> set = ls != null ? ls : ConcurrentHashMap.newKeySet();
+      java.util.Set<Listener> set = ls != null ? ls : ConcurrentHashMap.newKeySet();
       set.add(onWake);
       return set;
     });
   }
 
-  public void removeListener(String queue, Runnable onWake) {
+  public void removeListener(String queue, Listener onWake) {
     listeners.computeIfPresent(queue, (q, ls) -> {
       ls.remove(onWake);
       return ls.isEmpty() ? null : ls; // an empty set per queue ever consumed would stay for the node's life
