@@ -21,12 +21,14 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The cursors' {@code has_pending} flag while a partition is busy (V46). An acknowledgement leaves the flag as it is
- * (V26 to V45 cleared it when the cursor caught up, so each message delivered alone flipped it twice, two updates
- * that could not be HOT); a push that finds it set writes nothing to the cursor; a pop's scan passes a caught-up
- * flagged cursor without counting it against its limit, and clears the flag once the cursor has been quiet for 5
- * seconds, under a SHARE lock on the partition (a partition a push holds keeps its flag). A pop of named partitions
- * looks at those only.
+ * The cursors' {@code has_pending} flag while a partition is busy (V46: pushed to in the last 100 ms). The consume
+ * loop's acknowledgement that catches a cursor up clears the flag only when its partition is not busy (a consumer's
+ * own acks clear it always) (V26 to V45 cleared it
+ * always, so each message delivered alone flipped it twice, two updates that could not be HOT); a push that finds it
+ * set writes nothing to the cursor; a pop's scan passes a caught-up flagged cursor of a busy partition without counting
+ * it against its limit, and clears the flag once the partition is quiet, under a SHARE lock on the partition (a
+ * partition a push holds keeps its flag). A pop of named partitions looks at those only. Busy and quiet are set by
+ * moving the partitions' last push time, not by waiting.
  */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -50,11 +52,29 @@ class AckDrainTest {
     return out;
   }
 
-  /** Makes the group's cursors of a queue look quiet: last picked 6 seconds ago. */
+  /** Acknowledges as the consume loop does: a busy partition's flag is left set (a consumer's own acks clear it). */
+  private static List<AckResult> loopAck(Queen queen, List<Message> got) {
+    List<io.queen.embedded.internal.log.Broker.AckRequest> reqs = new ArrayList<>();
+    for (Message m : got) {
+      reqs.add(new io.queen.embedded.internal.log.Broker.AckRequest(m, io.queen.AckStatus.COMPLETED, null));
+    }
+    return ((io.queen.embedded.internal.QueenImpl) queen).broker().ack(reqs, true);
+  }
+
+  /** Makes a queue's partitions look busy (a push a moment ago) for the rest of the test, whatever the machine's pace. */
+  private static void busy(DataSource ds, String queue) throws SQLException {
+    lastPush(ds, queue, "now() + interval '1 hour'");
+  }
+
+  /** Makes a queue's partitions look quiet: their last push 2 seconds ago. */
   private static void quiet(DataSource ds, String queue) throws SQLException {
+    lastPush(ds, queue, "now() - interval '2 seconds'");
+  }
+
+  private static void lastPush(DataSource ds, String queue, String when) throws SQLException {
     try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
-        "update drain.cursors cu set picked_at = picked_at - interval '6 seconds' from drain.queues q"
-            + " where q.id = cu.queue_id and q.name = ?")) {
+        "update drain.partitions p set last_message_at = " + when + " from drain.queues q"
+            + " where q.id = p.queue_id and q.name = ?")) {
       st.setString(1, queue);
       st.executeUpdate();
     }
@@ -71,9 +91,10 @@ class AckDrainTest {
       queen.queue("jobs").push(items);
       List<Message> got = queen.queue("jobs").consumer().batch(10).partitions(5).pop();
       assertThat(got).hasSize(5);
-      assertThat(queen.ack(got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
+      busy(ds, "jobs");
+      assertThat(loopAck(queen, got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
       assertThat(flagged(ds, "jobs")).containsExactly("p0", "p1", "p2", "p3", "p4");
-      // busy (picked a moment ago): a scan finds nothing and leaves the flags
+      // busy (pushed to a moment ago): a scan finds nothing and leaves the flags
       assertThat(queen.queue("jobs").consumer().batch(10).partitions(5).pop()).isEmpty();
       assertThat(flagged(ds, "jobs")).containsExactly("p0", "p1", "p2", "p3", "p4");
 
@@ -99,11 +120,34 @@ class AckDrainTest {
   }
 
   @Test
+  void aConsumersOwnAckClearsTheFlagEvenOfABusyPartition(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
+      queen.queue("own").push(List.of(PushItem.of("a", Map.of("n", 0)), PushItem.of("b", Map.of("n", 1))));
+      List<Message> got = queen.queue("own").consumer().batch(10).partitions(2).pop();
+      busy(ds, "own");
+      assertThat(queen.ack(got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
+      assertThat(flagged(ds, "own")).isEmpty(); // its own pops scan: a flag left set would cost each of them
+    }
+  }
+
+  @Test
+  void anAckThatCatchesUpAQuietPartitionClearsItsFlagAtOnce(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
+      queen.queue("cold").push(List.of(PushItem.of("a", Map.of("n", 0)), PushItem.of("b", Map.of("n", 1))));
+      List<Message> got = queen.queue("cold").consumer().batch(10).partitions(2).pop();
+      quiet(ds, "cold");
+      assertThat(loopAck(queen, got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
+      assertThat(flagged(ds, "cold")).isEmpty();
+    }
+  }
+
+  @Test
   void aPushIntoAPartitionWhoseFlagIsSetWritesNothingToTheCursor(DataSource ds) throws Exception {
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("drain").janitor(false).listen(false).start()) {
       queen.queue("busy").partition("a").push(Map.of("n", 0));
       List<Message> got = queen.queue("busy").consumer().pop();
-      queen.ack(got);
+      busy(ds, "busy");
+      loopAck(queen, got);
       String before = cursorVersion(ds, "busy", "a");
       queen.queue("busy").partition("a").push(Map.of("n", 1));
       queen.queue("busy").partition("a").push(Map.of("n", 2));
@@ -136,7 +180,8 @@ class AckDrainTest {
       }
       queen.queue("pass").push(items);
       List<Message> got = queen.queue("pass").consumer().batch(20).partitions(20).pop();
-      queen.ack(got);
+      busy(ds, "pass");
+      loopAck(queen, got);
       assertThat(flagged(ds, "pass")).hasSize(20);
       queen.queue("pass").partition("q17").push(Map.of("n", 100));
       // one partition per pop: the 19 caught-up flagged cursors do not use up the limit
@@ -183,7 +228,8 @@ class AckDrainTest {
       List<Message> got = queen.queue("more").consumer().batch(10).partitions(2).pop();
       assertThat(got).hasSize(2);
       queen.queue("more").partition("b").push(Map.of("n", 1)); // b has more after the leased range
-      queen.ack(got);
+      busy(ds, "more");
+      loopAck(queen, got);
       assertThat(flagged(ds, "more")).containsExactly("a", "b");
       List<Message> next = queen.queue("more").consumer().batch(10).partitions(2).pop();
       assertThat(next).singleElement().satisfies(m -> assertThat(m.payload().get("n").asInt()).isEqualTo(1));
@@ -212,7 +258,8 @@ class AckDrainTest {
         expected.add(String.format("m%03d", i));
       }
       queen.queue("many").push(more);
-      assertThat(queen.ack(got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
+      busy(ds, "many");
+      assertThat(loopAck(queen, got)).extracting(AckResult::outcome).containsOnly(AckOutcome.ACKED);
       assertThat(flagged(ds, "many")).hasSize(n);
       List<String> rest = new ArrayList<>();
       for (int round = 0; round < 6; round++) {

@@ -4,18 +4,22 @@
 -- caught the cursor up cleared it (under a SHARE lock on the partition). has_pending is in the cursors_ready index, so
 -- neither flip could be a HOT update: about two of the four cursor writes per message added a heap version and an entry
 -- in each of the cursors' indexes, and with a transaction holding the xmin horizon those entries are what every pop's
--- scan walked. Now:
--- * the ack's common path leaves the flag as it is (and no longer locks the partition): its update is HOT;
--- * a pop clears a flag only once the cursor has had nothing to deliver and no pick for 5 seconds, so a push into a busy
---   partition finds the flag set and writes nothing to the cursor;
--- * a pop's candidate scan passes over flagged cursors that are caught up and not quiet, without counting them against
---   its limit (a partition probe each; the consume loop scans at most once per poll interval, below);
+-- scan walked. Now a partition is busy while it had a push in the last 100 ms (partitions.last_message_at): more is
+-- likely on its way before a cleared flag would matter. A scan passes every busy partition's caught-up cursor (a
+-- partition probe each), so the window bounds that cost by the message rate (at most a tenth of a second's pushes):
+-- * the consume loop's ack (p_keep_busy) that catches a cursor up clears the flag only when the partition is not busy
+--   (and only then locks it), so a busy partition's ack is a HOT update and the next push into it finds the flag set
+--   and writes nothing to the cursors; a consumer's own ack clears it as before (its own pops scan every time);
+-- * a pop clears a flag it finds with nothing to deliver only when the partition is not busy;
+-- * a pop's candidate scan passes over flagged cursors that are caught up and busy, without counting them; a candidate
+--   that delivers nothing (a flag it clears) does not count against the partitions the pop may take, within 64 more
+--   candidates than that;
 -- * pop takes the names of the partitions to look at (p_hints): the consume loop passes those its node's pushes and
 --   the other nodes' notifications named, and its own partitions whose units finished while a push came in; it scans
 --   (p_hints null) at start, once per poll interval, and when a wake-up named nothing (a transaction's push, a redrive).
 -- The flag still never hides work: it is set by every push that finds it clear, cleared only under the partition's
--- SHARE lock when nothing is left (refresh_pending), and a redelivery passes the scan's filter. The pop of V45 (eleven
--- arguments, called by nodes of earlier versions during a rolling upgrade) now scans through this one.
+-- SHARE lock when nothing is left (refresh_pending, or the ack's drain), and a redelivery passes the scan's filter. The
+-- pop of V45 (eleven arguments, called by nodes of earlier versions during a rolling upgrade) now scans through this one.
 
 create function ${schema}.pop(p_queue text, p_group text, p_batch int, p_max_partitions int, p_partition text,
                               p_lease_ms bigint, p_owner text, p_mode text, p_from timestamptz,
@@ -45,6 +49,7 @@ declare
   v_fetched int := 0;
   v_spanned boolean;
   v_hint_ids bigint[];
+  v_taken int := 0;
 begin
   if not p_auto_ack then
     -- a lease lost in a database crash only makes its messages deliverable again sooner, so the pop
@@ -72,7 +77,8 @@ begin
     if p_partition is not null then
       open v_candidates for
         select cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset
+               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset,
+               p.last_message_at as last_push
           from ${schema}.partitions p
           join ${schema}.cursors cu on cu.partition_id = p.id and cu.group_name = p_group
          where p.id = (select pp.id from ${schema}.partitions pp where pp.queue_id = v_qid and pp.name = p_partition)
@@ -92,7 +98,8 @@ begin
                              where pp0.queue_id = v_qid and pp0.name = h.name offset 0) pp;
       open v_candidates for
         select cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset
+               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset,
+               p.last_message_at as last_push
           from ${schema}.cursors cu
           join lateral (select pp.name, pp.next_offset, pp.first_offset, pp.last_message_at
                           from ${schema}.partitions pp where pp.id = cu.partition_id offset 0) p on true
@@ -101,16 +108,17 @@ begin
            and (cu.retry_at is null or cu.retry_at <= now())
            and (q.window_buffer_ms = 0 or p.last_message_at <= now() - ((q.window_buffer_ms) * interval '1 millisecond'))
            and (p.next_offset - 1 > greatest(cu.committed_offset, p.first_offset - 1) or cu.lease_id is not null
-                or cu.picked_at < now() - interval '5 seconds'
+                or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds'
                 or exists (select 1 from ${schema}.redeliveries r
                             where r.partition_id = cu.partition_id and r.group_name = p_group limit 1))
          order by cu.partition_id
-         limit p_max_partitions
+         limit p_max_partitions + 64
            for update of cu skip locked;
     elsif v_pass = 1 then
       open v_candidates for
         select cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset
+               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset,
+               p.last_message_at as last_push
           from ${schema}.cursors cu
           join lateral (select pp.name, pp.next_offset, pp.first_offset, pp.last_message_at
                           from ${schema}.partitions pp where pp.id = cu.partition_id offset 0) p on true
@@ -119,17 +127,18 @@ begin
            and (cu.retry_at is null or cu.retry_at <= now())
            and (q.window_buffer_ms = 0 or p.last_message_at <= now() - ((q.window_buffer_ms) * interval '1 millisecond'))
            and (p.next_offset - 1 > greatest(cu.committed_offset, p.first_offset - 1) or cu.lease_id is not null
-                or cu.picked_at < now() - interval '5 seconds'
+                or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds'
                 or exists (select 1 from ${schema}.redeliveries r
                             where r.partition_id = cu.partition_id and r.group_name = p_group limit 1))
          order by cu.partition_id
-         limit p_max_partitions
+         limit p_max_partitions + 64
            for update of cu skip locked;
     else
       -- the second pass wraps around: the partitions up to where the caller's previous pop stopped
       open v_candidates for
         select cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset
+               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset,
+               p.last_message_at as last_push
           from ${schema}.cursors cu
           join lateral (select pp.name, pp.next_offset, pp.first_offset, pp.last_message_at
                           from ${schema}.partitions pp where pp.id = cu.partition_id offset 0) p on true
@@ -138,11 +147,11 @@ begin
            and (cu.retry_at is null or cu.retry_at <= now())
            and (q.window_buffer_ms = 0 or p.last_message_at <= now() - ((q.window_buffer_ms) * interval '1 millisecond'))
            and (p.next_offset - 1 > greatest(cu.committed_offset, p.first_offset - 1) or cu.lease_id is not null
-                or cu.picked_at < now() - interval '5 seconds'
+                or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds'
                 or exists (select 1 from ${schema}.redeliveries r
                             where r.partition_id = cu.partition_id and r.group_name = p_group limit 1))
          order by cu.partition_id
-         limit p_max_partitions - v_fetched
+         limit p_max_partitions + 64 - v_fetched
            for update of cu skip locked;
     end if;
 
@@ -227,7 +236,8 @@ begin
                  v_lease, rd.attempts + 1, m.payload_type, m.payload_version, m.key_id
             from ${schema}.messages m where m.partition_id = c.pid and m."offset" = rd."offset";
         v_remaining := v_remaining - 1;
-        exit when v_remaining <= 0;
+        v_taken := v_taken + 1;
+        exit when v_remaining <= 0 or v_taken >= p_max_partitions;
         continue;
       end if;
 
@@ -244,10 +254,10 @@ begin
       end if;
 
       if v_hi <= v_committed then
-        -- nothing deliverable now: maybe the flag is stale. (V46) It is cleared only once the cursor has been quiet for
-        -- 5 seconds: a partition that is busy keeps its flag, so its pushes and acks do not flip it (each flip is an
+        -- nothing deliverable now: maybe the flag is stale. (V46) It is cleared only once the partition has had no push
+        -- for 100 ms: a partition that is busy keeps its flag, so its pushes and acks do not flip it (each flip is an
         -- update that changes an indexed column, never HOT)
-        if v_committed >= c.next_offset - 1 and c.picked_at < now() - interval '5 seconds' then
+        if v_committed >= c.next_offset - 1 and coalesce(c.last_push, '-infinity') < now() - interval '100 milliseconds' then
           perform ${schema}.refresh_pending(c.pid, p_group);
         end if;
         continue;
@@ -280,11 +290,12 @@ begin
          where m.partition_id = c.pid and m."offset" between v_committed + 1 and v_hi
          order by m."offset";
       v_remaining := v_remaining - (v_hi - v_committed)::int;
-      exit when v_remaining <= 0;
+      v_taken := v_taken + 1;
+      exit when v_remaining <= 0 or v_taken >= p_max_partitions;
     end loop;
     close v_candidates;
     exit passes when p_partition is not null or p_hints is not null or p_after is null or v_pass = 2 or v_remaining <= 0
-                     or v_fetched >= p_max_partitions;
+                     or v_taken >= p_max_partitions or v_fetched >= p_max_partitions + 64;
     v_pass := 2;
   end loop;
 end $$;
@@ -310,8 +321,8 @@ language sql as $$
 $$;
 alter function ${schema}.pop(text, text, int, int, text, bigint, text, text, timestamptz, boolean, bigint) reset all;
 
-create or replace function ${schema}.ack(p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[],
-                              p_statuses text[], p_errors text[])
+create function ${schema}.ack(p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[],
+                              p_statuses text[], p_errors text[], p_keep_busy boolean)
 returns table(idx int, outcome text)
 language plpgsql as $$
 declare
@@ -366,16 +377,38 @@ begin
                              and cu.acked_ahead is null and g.mn = cu.committed_offset + 1 and g.mx = cu.lease_to
                              for update of cu) lc
      where g.ok and g.nd = g.mx - g.mn + 1),
-  -- the settled cursors as a jsonb object (one row, materialized): each updated row finds its own in it by key,
-  -- "partition_id group_name". (V46) has_pending is left as it is: a pop clears it once the cursor has been quiet
+  -- the partitions these settlements drain (the cursor reaches the newest message as last read), SHARE-locked with
+  -- SKIP LOCKED in id order: one a push holds is skipped and its cursor keeps the flag; a row a push changed after
+  -- this statement's snapshot is checked again on its newest version, fails, and its cursor keeps the flag too.
+  -- (V46) With p_keep_busy (the consume loop's acks: the loop pops the partitions pushes name, so a flag left set
+  -- costs it nothing but its scans' passing, twice a second), a partition pushed to within the last 100 ms is busy:
+  -- it is neither locked nor drained, its cursor keeps the flag, and the next push into it writes nothing to the
+  -- cursor (a pop clears the flag once it is quiet). A consumer's own acks clear the flag as before: its own pops
+  -- scan every time, and would pass every flag left set
+  locked as (
+    select l.id, l.next_offset
+      from (select t.partition_id as pid, max(t.mx) as mx from target t group by t.partition_id order by 1) t
+      cross join lateral (select p.id, p.next_offset from ${schema}.partitions p
+                           where p.id = t.pid and t.mx >= p.next_offset - 1
+                             and (not p_keep_busy
+                                  or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds')
+                             for share skip locked) l),
+  -- the settled cursors and the locked partitions as jsonb objects (one row each, materialized): each updated row
+  -- finds its own in them by key, "partition_id group_name" and "partition_id"
   tk as materialized (select jsonb_object_agg(t.partition_id::text || ' ' || t.group_name,
                                                jsonb_build_array(t.mx, t.lease)) as m from target t),
+  lk as materialized (select jsonb_object_agg(l.id::text, l.next_offset) as m from locked l),
   done as (
     update ${schema}.cursors cu
        set committed_offset = (tk.m -> (cu.partition_id::text || ' ' || cu.group_name) ->> 0)::bigint,
            attempts = 0, last_error = null, retry_at = null, acked_ahead = null,
-           lease_id = null, lease_owner = null, lease_expires_at = null, lease_from = null, lease_to = null
-      from tk
+           lease_id = null, lease_owner = null, lease_expires_at = null, lease_from = null, lease_to = null,
+           has_pending = case when (tk.m -> (cu.partition_id::text || ' ' || cu.group_name) ->> 0)::bigint
+                                   >= (lk.m ->> cu.partition_id::text)::bigint - 1
+                               and not exists (select 1 from ${schema}.redeliveries r
+                                                where r.partition_id = cu.partition_id and r.group_name = cu.group_name)
+                              then false else cu.has_pending end
+      from tk cross join lk
      where cu.partition_id = any(p_pids) and tk.m ? (cu.partition_id::text || ' ' || cu.group_name)
     returning cu.partition_id, cu.group_name,
               (tk.m -> (cu.partition_id::text || ' ' || cu.group_name) ->> 1)::uuid as lease)
@@ -383,6 +416,18 @@ begin
     into v_fast_pids, v_fast_groups, v_fast_leases, v_groups from done d;
 
   if v_fast_pids is not null then
+    -- the redelivery check above saw the statement's snapshot, taken before it waited for any cursor row: a dead
+    -- letter redriven into one of these partitions by a transaction that held the row and committed while we waited
+    -- is seen here, with a fresh snapshot, and the flag set again (a write only in that case)
+    if exists (select 1 from unnest(v_fast_pids, v_fast_groups) as f(pid, grp)
+                cross join lateral (select 1 from ${schema}.redeliveries r
+                                     where r.partition_id = f.pid and r.group_name = f.grp limit 1) r) then
+      update ${schema}.cursors cu set has_pending = true
+        from unnest(v_fast_pids, v_fast_groups) as f(pid, grp)
+       where cu.partition_id = any(v_fast_pids) and cu.partition_id = f.pid and cu.group_name = f.grp
+         and not cu.has_pending
+         and exists (select 1 from ${schema}.redeliveries r where r.partition_id = f.pid and r.group_name = f.grp);
+    end if;
     if cardinality(v_fast_pids) = v_groups then
       -- every item belonged to a lease the common case settled (a batch consumer's ack): all ACKED, in one go
       return query select g.i::int, 'ACKED'::text from generate_series(1, n) as g(i);
@@ -559,8 +604,17 @@ begin
 
   return query select g.i::int, v_out[g.i] from generate_subscripts(v_out, 1) as g(i) order by g.i;
 end $$;
-alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[]) set enable_seqscan = off;
-alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[])
+alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[], boolean) set enable_seqscan = off;
+alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[], boolean)
   set plan_cache_mode = force_generic_plan;
-alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[]) set enable_hashjoin = off;
-alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[]) set enable_mergejoin = off;
+alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[], boolean) set enable_hashjoin = off;
+alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[], boolean) set enable_mergejoin = off;
+
+-- the ack of six arguments (a consumer's own acks, and nodes of earlier versions) clears flags as V39's did
+create or replace function ${schema}.ack(p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[],
+                              p_statuses text[], p_errors text[])
+returns table(idx int, outcome text)
+language sql as $$
+  select * from ${schema}.ack(p_pids, p_groups, p_offsets, p_leases, p_statuses, p_errors, false)
+$$;
+alter function ${schema}.ack(bigint[], text[], bigint[], uuid[], text[], text[]) reset all;

@@ -59,7 +59,7 @@ final class AckCoalescer implements AutoCloseable {
    */
   List<AckResult> ack(List<Broker.AckRequest> acks) {
     if (!running) {
-      return broker.ack(acks); // closing: nothing to coalesce with
+      return broker.ack(acks, true); // closing: nothing to coalesce with
     }
     Pending p = new Pending(acks, new CompletableFuture<>());
     queue.add(p);
@@ -72,7 +72,7 @@ final class AckCoalescer implements AutoCloseable {
           interrupted = true;
         } catch (TimeoutException e) {
           if (!flusher.isAlive() && queue.remove(p)) {
-            return broker.ack(acks); // the flusher is gone (closed meanwhile): send it alone
+            return broker.ack(acks, true); // the flusher is gone (closed meanwhile): send it alone
           }
         } catch (ExecutionException e) {
           if (e.getCause() instanceof RuntimeException re) {
@@ -108,7 +108,7 @@ final class AckCoalescer implements AutoCloseable {
     });
     if (!running || !flusher.isAlive()) {
       try {
-        done.complete(broker.ack(acks));
+        done.complete(broker.ack(acks, true));
       } catch (RuntimeException e) {
         done.completeExceptionally(e);
       }
@@ -176,12 +176,12 @@ final class AckCoalescer implements AutoCloseable {
         e -> LOG.warn("{} - could not acknowledge {} message(s) ({}); trying again while the database does not answer,"
             + " for up to the lease time", who, all.size(), io.queen.embedded.internal.Sql.describe(e)),
         tries -> LOG.info("{} - acknowledged {} message(s) after {} tries", who, all.size(), tries),
-        () -> broker.ack(all));
+        () -> broker.ack(all, true));
   }
 
   private void sendAlone(Pending p) {
     try {
-      p.done().complete(broker.ack(p.acks()));
+      p.done().complete(broker.ack(p.acks(), true));
     } catch (RuntimeException e) {
       p.done().completeExceptionally(e);
     }

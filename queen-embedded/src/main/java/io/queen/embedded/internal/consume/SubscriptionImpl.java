@@ -921,7 +921,7 @@ public final class SubscriptionImpl implements Subscription {
     List<AckResult> res;
     try {
       AckCoalescer a = acker;
-      res = a != null ? a.ack(acks) : queen.broker().ack(acks);
+      res = a != null ? a.ack(acks) : queen.broker().ack(acks, true);
     } catch (RuntimeException e) {
       LogThrottle.Decision d = throttle.admit(LogThrottle.kind("ack", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {

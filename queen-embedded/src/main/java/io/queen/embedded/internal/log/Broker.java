@@ -72,6 +72,7 @@ public final class Broker {
    */
   private final ConcurrentHashMap<String, Long> popPositions = new ConcurrentHashMap<>();
   private final String ackSql;
+  private final String ackKeepingBusySql;
   private final String renewSql;
   private final String releaseSql;
   private final String shrinkSql;
@@ -134,6 +135,9 @@ public final class Broker {
         + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[])";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
+    // V46: the consume loop's acks leave a busy partition's has_pending flag set (it pops the partitions pushes name)
+    this.ackKeepingBusySql = "select idx, outcome from " + this.schema
+        + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[], true)";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
     this.releaseSql = "select " + this.schema + ".release(?::bigint[], ?::text[], ?::text[]::uuid[])";
     this.shrinkSql = "select " + this.schema + ".shrink_lease(?, ?, ?, ?)";
@@ -1276,7 +1280,16 @@ public final class Broker {
    * nothing, whatever became of its lease).
    */
   public List<AckResult> ack(List<AckRequest> acks) {
-    List<AckResult> res = Sql.idempotent(ds, "ack", true, c -> ack(c, acks));
+    return ack(acks, false);
+  }
+
+  /**
+   * {@link #ack(List)}; {@code keepBusy}: the consume loop's acks, which leave the {@code has_pending} flag of a partition
+   * pushed to in the last 100 ms set (the loop pops the partitions pushes name, so the flag costs it nothing, and the
+   * next push into the partition writes nothing to its cursors). A consumer's own acks clear it: its pops scan.
+   */
+  public List<AckResult> ack(List<AckRequest> acks, boolean keepBusy) {
+    List<AckResult> res = Sql.idempotent(ds, "ack", true, c -> ack(c, acks, keepBusy));
     if (metrics.enabled()) {
       for (int i = 0; i < res.size(); i++) {
         Message m = acks.get(i).message();
@@ -1295,6 +1308,10 @@ public final class Broker {
    * auto-ack (no lease) are reported ACKED without touching the database.
    */
   public List<AckResult> ack(Connection c, List<AckRequest> acks) throws SQLException {
+    return ack(c, acks, false);
+  }
+
+  private List<AckResult> ack(Connection c, List<AckRequest> acks, boolean keepBusy) throws SQLException {
     int n = acks.size();
     AckResult[] out = new AckResult[n];
     List<Integer> sent = new ArrayList<>(n);
@@ -1311,7 +1328,7 @@ public final class Broker {
       for (int i : sent) {
         leased.add(acks.get(i));
       }
-      try (PreparedStatement st = c.prepareStatement(ackSql)) {
+      try (PreparedStatement st = c.prepareStatement(keepBusy ? ackKeepingBusySql : ackSql)) {
         bindAcks(c, st, 1, leased);
         try (ResultSet rs = st.executeQuery()) {
           reportDeadLetters(st);
