@@ -1,11 +1,9 @@
 package io.queen.embedded.internal.consume;
 
-import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashSet;
-import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -131,10 +129,5 @@ final class Hints {
       }
     }
     return any;
-  }
-
-  /** The distinct partitions of a list of partition names (a unit's messages). */
-  static List<String> distinct(Collection<String> names) {
-    return new ArrayList<>(new LinkedHashSet<>(names));
   }
 }

@@ -440,10 +440,6 @@ public final class Broker {
    */
   record Prepared(String[] queues, String[] partitions, String[] payloads, String[] txnIds, String[] traceIds,
       UUID[] ids, boolean callerIds, List<PushItem> items, String[] types, Integer[] versions, String[] keyIds) {
-    Set<String> queueSet() {
-      return new LinkedHashSet<>(Arrays.asList(queues));
-    }
-
     /** The partitions pushed to, queue by queue. */
     Map<String, Set<String>> partitionsByQueue() {
       Map<String, Set<String>> out = new java.util.HashMap<>();
@@ -1002,9 +998,8 @@ public final class Broker {
 
   // -------------------------------------------------------------------------------------------- pop
 
-  /** The parameters of one pop. */
   /**
-   * One pop. {@code hints}: the names of the partitions to look at (the consume loop's: those a push or a finished
+   * The parameters of one pop. {@code hints}: the names of the partitions to look at (the consume loop's: those a push or a finished
    * unit named), or null to scan the group's flagged cursors from where this node's previous scan stopped.
    */
   public record PopRequest(String queue, String group, int batch, int partitions, String partition, Duration leaseTime,
@@ -1012,11 +1007,6 @@ public final class Broker {
     public PopRequest(String queue, String group, int batch, int partitions, String partition, Duration leaseTime,
         String mode, Instant from, boolean autoAck) {
       this(queue, group, batch, partitions, partition, leaseTime, mode, from, autoAck, null);
-    }
-
-    /** The same pop for these partitions only (null: a scan). */
-    public PopRequest withHints(String[] names) {
-      return new PopRequest(queue, group, batch, partitions, partition, leaseTime, mode, from, autoAck, names);
     }
   }
 
