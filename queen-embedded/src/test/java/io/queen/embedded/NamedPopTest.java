@@ -56,6 +56,67 @@ class NamedPopTest {
   }
 
   @Test
+  void aTransactionsPushIntoAHeldPartitionIsPoppedByNameOnceTheUnitIsSettled(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId("n3").pollInterval(POLL).start()) {
+      CountDownLatch running = new CountDownLatch(1);
+      CountDownLatch release = new CountDownLatch(1);
+      List<Integer> seen = new CopyOnWriteArrayList<>();
+      queen.queue("held-tx").partition("a").push(Map.of("n", 0));
+      try (Subscription s = queen.queue("held-tx").consumer().concurrency(4).consume((Message m) -> {
+        int n = m.payload().get("n").asInt();
+        if (n == 0) {
+          running.countDown();
+          release.await();
+        }
+        seen.add(n);
+      })) {
+        assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
+        // a transaction Queen owns (as the source connector's bundles are) names what it pushed, as a push does
+        assertThat(queen.transaction().push("held-tx", "a", Map.of("n", 1)).push("held-tx", "b", Map.of("n", 2))
+            .commit().success()).isTrue();
+        await().atMost(SOON).until(() -> seen.contains(2));
+        assertThat(seen).doesNotContain(1);
+        release.countDown();
+        await().atMost(SOON).until(() -> seen.contains(1));
+        assertThat(seen).containsSubsequence(0, 1);
+      }
+    }
+  }
+
+  @Test
+  void aPushInTheApplicationsTransactionIntoAHeldPartitionIsPoppedOnceTheUnitIsSettled(DataSource ds) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId("n4").pollInterval(POLL).start()) {
+      CountDownLatch running = new CountDownLatch(1);
+      CountDownLatch release = new CountDownLatch(1);
+      List<Integer> seen = new CopyOnWriteArrayList<>();
+      queen.queue("held-app").partition("a").push(Map.of("n", 0));
+      try (Subscription s = queen.queue("held-app").consumer().concurrency(4).consume((Message m) -> {
+        int n = m.payload().get("n").asInt();
+        if (n == 0) {
+          running.countDown();
+          release.await();
+        }
+        seen.add(n);
+      })) {
+        assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
+        // the application's own transaction: the node cannot name the partitions before that commit, so the wake-up
+        // names none; the claimer scans, and the held partition comes back when its unit is settled
+        try (java.sql.Connection c = ds.getConnection()) {
+          c.setAutoCommit(false);
+          assertThat(queen.transaction().push("held-app", "a", Map.of("n", 1)).push("held-app", "b", Map.of("n", 2))
+              .commit(c).success()).isTrue();
+          c.commit();
+        }
+        await().atMost(SOON).until(() -> seen.contains(2));
+        assertThat(seen).doesNotContain(1);
+        release.countDown();
+        await().atMost(SOON).until(() -> seen.contains(1));
+        assertThat(seen).containsSubsequence(0, 1);
+      }
+    }
+  }
+
+  @Test
   void anotherNodesPushIsPoppedByNameFromItsNotification(DataSource ds) throws Exception {
     try (Queen consumer = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId("c1").pollInterval(POLL).start();
         Queen producer = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId("p1").pollInterval(POLL).start()) {

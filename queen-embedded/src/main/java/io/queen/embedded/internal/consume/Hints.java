@@ -13,8 +13,8 @@ import java.util.Set;
  *
  * <p>A push of this node, or another node's notification, names the partitions that got messages; the claimer pops
  * those (a look-up each) instead of scanning. A partition a unit of this subscription holds is not popped while it
- * runs: a push into it waits here until the unit is settled, and comes back then. The claimer scans when a wake-up
- * named nothing, when a scan took as much as it could (more may be ready), and at least once per poll interval: what
+ * runs: a push into it waits here until the unit is settled, and comes back then (after a wake-up that named nothing,
+ * every held partition comes back so). The claimer scans when a wake-up named nothing, when a scan took as much as it could (more may be ready), and at least once per poll interval: what
  * no push names (a retry that is due, a lease that expired, a notification that was lost) is found by the scan, as it
  * was before pops were named.
  *
@@ -23,6 +23,8 @@ import java.util.Set;
 final class Hints {
   /** Most names one pop takes (a pop with more scans instead). */
   static final int MAX_NAMED = 1000;
+  /** Names a pop may look up beyond the partitions it may take (those it cannot take stay for the next pop). */
+  static final int SLACK = 64;
 
   private final boolean scanOnly;
   private final Set<String> ready = new LinkedHashSet<>();
@@ -38,10 +40,19 @@ final class Hints {
     this.scanOnly = scanOnly;
   }
 
-  /** A wake-up: the partitions that got messages, or null when not known (the next pop scans). */
+  /**
+   * A wake-up: the partitions that got messages, or null when not known. Not known: the next pop scans, and every
+   * partition a unit holds counts as named while held (the scan passes leased partitions, and a push into one of them
+   * would otherwise wait for the scan of the next poll interval after its unit is settled).
+   */
   synchronized void woken(Collection<String> partitions) {
-    if (partitions == null || scanOnly) {
+    if (scanOnly) {
       scanDue = true;
+      return;
+    }
+    if (partitions == null) {
+      scanDue = true;
+      deferred.addAll(held.keySet());
       return;
     }
     for (String p : partitions) {
@@ -64,9 +75,17 @@ final class Hints {
 
   /**
    * The names for the next pop, or null when it should scan, or an empty array when there is nothing to pop until a
-   * wake-up or the poll interval.
+   * wake-up or the poll interval. {@code partitions}: the most partitions the pop may take. A pop looks every name up,
+   * so with many more names than it may take (a push of one item into each of 1,000 partitions, and four idle workers)
+   * each pop would look up the names the pops before it left, again; a scan costs what the pop takes instead, and finds
+   * the named partitions by their flags. So past {@link #SLACK} names more than that, the pop scans, and the scans go
+   * on while they take all they can.
    */
-  synchronized String[] next(long now, long pollNanos) {
+  synchronized String[] next(long now, long pollNanos, int partitions) {
+    if (ready.size() > partitions + SLACK) {
+      ready.clear();
+      scanDue = true;
+    }
     if (scanDue || now - lastScan >= pollNanos || scanOnly) {
       scanDue = false;
       lastScan = now;

@@ -296,14 +296,14 @@ public final class SubscriptionImpl implements Subscription {
           }
           expiryMarked = true;
         }
-        String[] names = hints.next(System.nanoTime(), queen.config().pollInterval().toNanos());
+        boolean batchShape = many != null || txMany != null || owned != null;
+        int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
+            : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
+        String[] names = hints.next(System.nanoTime(), queen.config().pollInterval().toNanos(), parts);
         if (names != null && names.length == 0) {
           awaitNudge(seen); // nothing named since the last pop, and no scan due before the poll interval
           continue;
         }
-        boolean batchShape = many != null || txMany != null || owned != null;
-        int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
-            : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
         int take = batchShape ? request.batch() : (int) Math.min(10_000L, (long) parts * request.batch());
         List<Message> got;
         try {

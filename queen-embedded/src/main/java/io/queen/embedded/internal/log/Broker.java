@@ -404,15 +404,10 @@ public final class Broker {
   }
 
   /**
-   * After a pushing transaction committed: wakes this node's waiters of the queues at once, and has the
-   * notifier tell the other nodes.
+   * After a push or a transaction Queen owns committed: wakes this node's waiters of the queues at once and has the
+   * notifier tell the other nodes, naming the partitions that got messages, queue by queue (the consume loops pop
+   * those partitions instead of scanning).
    */
-  public void afterCommit(Set<String> queues) {
-    wakeLocal(queues);
-    wakeups.notifyOthers(queues);
-  }
-
-  /** {@link #afterCommit(Set)} naming the partitions that got messages, queue by queue. */
   public void afterCommit(Map<String, Set<String>> partitionsByQueue) {
     partitionsByQueue.forEach(wakeups::wake);
     wakeups.notifyOthers(partitionsByQueue);

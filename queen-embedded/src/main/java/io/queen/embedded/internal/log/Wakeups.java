@@ -108,19 +108,10 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /**
-   * Asks the notifier to {@code NOTIFY} the queues to the other nodes. Returns at once; requests that
-   * arrive while a notification is being sent are coalesced into the next one (one per queue).
-   */
-  public void notifyOthers(java.util.Set<String> queues) {
-    java.util.Map<String, java.util.Collection<String>> unnamed = new java.util.HashMap<>();
-    queues.forEach(q -> unnamed.put(q, null));
-    notifyOthers(unnamed);
-  }
-
-  /**
-   * {@link #notifyOthers(java.util.Set)} naming the partitions per queue (a null collection: not known). Names of one
-   * queue that arrive before the notifier sends are merged, up to {@link #MAX_NAMED_CHARS}; past that, the
-   * notification names none.
+   * Asks the notifier to {@code NOTIFY} the other nodes of the queues, naming the partitions per queue (a null
+   * collection: not known). Returns at once; requests that arrive while a notification is being sent are coalesced
+   * into the next one (one per queue). Names of one queue that arrive before the notifier sends are merged, up to
+   * {@link #MAX_NAMED_CHARS}; past that, the notification names none.
    */
   public void notifyOthers(java.util.Map<String, ? extends java.util.Collection<String>> partitionsByQueue) {
     if (notifier == null || partitionsByQueue.isEmpty() || !othersAlive) {

@@ -23,8 +23,10 @@ import java.sql.Savepoint;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.function.Consumer;
@@ -45,7 +47,7 @@ import java.util.function.Consumer;
 public final class TransactionImpl implements Transaction {
   private final Broker broker;
   private final KvStore store;
-  private final Consumer<Set<String>> afterCommit;
+  private final Consumer<Map<String, Set<String>>> afterCommit;
   private final Runnable guard;
   private final List<Op> ops = new ArrayList<>();
   private final Set<String> touched = new HashSet<>();
@@ -54,10 +56,10 @@ public final class TransactionImpl implements Transaction {
   /**
    * @param broker runs pushes and acks on a given connection; its DataSource is used by {@link #commit()}
    * @param store runs the KV operations
-   * @param afterCommit called with the queues that got a message, after a successful commit Queen owns
-   *     (wakes this node's waiters and notifies the other nodes)
+   * @param afterCommit called with the partitions that got a message, queue by queue, after a successful commit Queen
+   *     owns (wakes this node's waiters and notifies the other nodes, naming them as a push does)
    */
-  public TransactionImpl(Broker broker, KvStore store, Consumer<Set<String>> afterCommit) {
+  public TransactionImpl(Broker broker, KvStore store, Consumer<Map<String, Set<String>>> afterCommit) {
     this(broker, store, afterCommit, () -> { });
   }
 
@@ -65,7 +67,8 @@ public final class TransactionImpl implements Transaction {
    * @param guard runs before a commit touches the database; throws when the node is closed
    *     ({@link io.queen.BrokerClosedException})
    */
-  public TransactionImpl(Broker broker, KvStore store, Consumer<Set<String>> afterCommit, Runnable guard) {
+  public TransactionImpl(Broker broker, KvStore store, Consumer<Map<String, Set<String>>> afterCommit,
+      Runnable guard) {
     this.broker = Objects.requireNonNull(broker, "broker must not be null");
     this.store = Objects.requireNonNull(store, "store must not be null");
     this.afterCommit = Objects.requireNonNull(afterCommit, "afterCommit must not be null");
@@ -237,8 +240,8 @@ public final class TransactionImpl implements Transaction {
       }
       return r;
     });
-    if (run.failure == null && !run.queues.isEmpty()) {
-      afterCommit.accept(run.queues);
+    if (run.failure == null && !run.partitions.isEmpty()) {
+      afterCommit.accept(run.partitions);
     }
     if (run.failure == null) {
       broker.metrics().pushed(run.pushes); // queen.messages.pushed counts what a transaction stored too
@@ -333,6 +336,8 @@ public final class TransactionImpl implements Transaction {
     final List<KvWriteResult> writes = new ArrayList<>();
     final List<KvEntry> reads = new ArrayList<>();
     final Set<String> queues = new LinkedHashSet<>();
+    /** The partitions that got a message, queue by queue: a commit Queen owns names them to the consume loops. */
+    final Map<String, Set<String>> partitions = new LinkedHashMap<>();
     CommitResult failure;
   }
 
@@ -486,6 +491,7 @@ public final class TransactionImpl implements Transaction {
               r.transactionId()));
           if (r.status() == PushStatus.QUEUED) {
             run.queues.add(r.queue());
+            run.partitions.computeIfAbsent(r.queue(), k -> new LinkedHashSet<>()).add(r.partition());
           }
         }
         i = end;
