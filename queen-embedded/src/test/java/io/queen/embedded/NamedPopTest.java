@@ -30,67 +30,50 @@ class NamedPopTest {
 
   @Test
   void aPushIntoAPartitionWhoseUnitIsRunningIsPoppedByNameOnceTheUnitIsSettled(DataSource ds) throws Exception {
-    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId("n1").pollInterval(POLL).start()) {
-      CountDownLatch running = new CountDownLatch(1);
-      CountDownLatch release = new CountDownLatch(1);
-      List<Integer> seen = new CopyOnWriteArrayList<>();
-      queen.queue("held").partition("a").push(Map.of("n", 0));
-      try (Subscription s = queen.queue("held").consumer().concurrency(4).consume((Message m) -> {
-        int n = m.payload().get("n").asInt();
-        if (n == 0) {
-          running.countDown();
-          release.await();
-        }
-        seen.add(n);
-      })) {
-        assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
-        queen.queue("held").partition("a").push(Map.of("n", 1)); // named while the unit holds "a"
-        queen.queue("held").partition("b").push(Map.of("n", 2)); // another partition: popped at once
-        await().atMost(SOON).until(() -> seen.contains(2));
-        assertThat(seen).doesNotContain(1);
-        release.countDown();
-        await().atMost(SOON).until(() -> seen.contains(1));
-        assertThat(seen).containsSubsequence(0, 1);
-      }
-    }
+    heldPartition(ds, "n1", "held", (queen, q) -> {
+      queen.queue(q).partition("a").push(Map.of("n", 1)); // named while the unit holds "a"
+      queen.queue(q).partition("b").push(Map.of("n", 2)); // another partition: popped at once
+    });
   }
 
   @Test
   void aTransactionsPushIntoAHeldPartitionIsPoppedByNameOnceTheUnitIsSettled(DataSource ds) throws Exception {
-    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId("n3").pollInterval(POLL).start()) {
-      CountDownLatch running = new CountDownLatch(1);
-      CountDownLatch release = new CountDownLatch(1);
-      List<Integer> seen = new CopyOnWriteArrayList<>();
-      queen.queue("held-tx").partition("a").push(Map.of("n", 0));
-      try (Subscription s = queen.queue("held-tx").consumer().concurrency(4).consume((Message m) -> {
-        int n = m.payload().get("n").asInt();
-        if (n == 0) {
-          running.countDown();
-          release.await();
-        }
-        seen.add(n);
-      })) {
-        assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
-        // a transaction Queen owns (as the source connector's bundles are) names what it pushed, as a push does
-        assertThat(queen.transaction().push("held-tx", "a", Map.of("n", 1)).push("held-tx", "b", Map.of("n", 2))
-            .commit().success()).isTrue();
-        await().atMost(SOON).until(() -> seen.contains(2));
-        assertThat(seen).doesNotContain(1);
-        release.countDown();
-        await().atMost(SOON).until(() -> seen.contains(1));
-        assertThat(seen).containsSubsequence(0, 1);
-      }
-    }
+    // a transaction Queen owns (as the source connector's bundles are) names what it pushed, as a push does
+    heldPartition(ds, "n3", "held-tx", (queen, q) -> assertThat(queen.transaction().push(q, "a", Map.of("n", 1))
+        .push(q, "b", Map.of("n", 2)).commit().success()).isTrue());
   }
 
   @Test
   void aPushInTheApplicationsTransactionIntoAHeldPartitionIsPoppedOnceTheUnitIsSettled(DataSource ds) throws Exception {
-    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId("n4").pollInterval(POLL).start()) {
+    // the application's own transaction: the node cannot name the partitions before that commit, so the wake-up
+    // names none; the claimer scans, and the held partition comes back when its unit is settled
+    heldPartition(ds, "n4", "held-app", (queen, q) -> {
+      try (java.sql.Connection c = ds.getConnection()) {
+        c.setAutoCommit(false);
+        assertThat(queen.transaction().push(q, "a", Map.of("n", 1)).push(q, "b", Map.of("n", 2)).commit(c).success())
+            .isTrue();
+        c.commit();
+      }
+    });
+  }
+
+  /** Pushes message 1 into partition "a" and message 2 into "b" of the queue. */
+  private interface PushOneAndTwo {
+    void push(Queen queen, String queue) throws Exception;
+  }
+
+  /**
+   * A unit of a loop holds partition "a" (message 0) while {@code push} puts message 1 into "a" and 2 into "b": 2
+   * arrives at once, 1 only after the unit is settled, and then within {@link #SOON}, well before the poll interval's
+   * scan.
+   */
+  private static void heldPartition(DataSource ds, String node, String q, PushOneAndTwo push) throws Exception {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("named").nodeId(node).pollInterval(POLL).start()) {
       CountDownLatch running = new CountDownLatch(1);
       CountDownLatch release = new CountDownLatch(1);
       List<Integer> seen = new CopyOnWriteArrayList<>();
-      queen.queue("held-app").partition("a").push(Map.of("n", 0));
-      try (Subscription s = queen.queue("held-app").consumer().concurrency(4).consume((Message m) -> {
+      queen.queue(q).partition("a").push(Map.of("n", 0));
+      try (Subscription s = queen.queue(q).consumer().concurrency(4).consume((Message m) -> {
         int n = m.payload().get("n").asInt();
         if (n == 0) {
           running.countDown();
@@ -99,14 +82,7 @@ class NamedPopTest {
         seen.add(n);
       })) {
         assertThat(running.await(10, TimeUnit.SECONDS)).isTrue();
-        // the application's own transaction: the node cannot name the partitions before that commit, so the wake-up
-        // names none; the claimer scans, and the held partition comes back when its unit is settled
-        try (java.sql.Connection c = ds.getConnection()) {
-          c.setAutoCommit(false);
-          assertThat(queen.transaction().push("held-app", "a", Map.of("n", 1)).push("held-app", "b", Map.of("n", 2))
-              .commit(c).success()).isTrue();
-          c.commit();
-        }
+        push.push(queen, q);
         await().atMost(SOON).until(() -> seen.contains(2));
         assertThat(seen).doesNotContain(1);
         release.countDown();
