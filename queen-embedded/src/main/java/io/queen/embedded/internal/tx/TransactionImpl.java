@@ -314,8 +314,8 @@ public final class TransactionImpl implements Transaction {
       undo(connection, sp, e);
       throw e;
     }
-    if (run.failure == null && !run.queues.isEmpty()) {
-      broker.wakeLocal(run.queues); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
+    if (run.failure == null && !run.partitions.isEmpty()) {
+      broker.wakeLocal(run.partitions.keySet()); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
     }
     return run.failure != null ? run.failure : success(run);
   }
@@ -335,7 +335,6 @@ public final class TransactionImpl implements Transaction {
     final List<AckResult> acks = new ArrayList<>();
     final List<KvWriteResult> writes = new ArrayList<>();
     final List<KvEntry> reads = new ArrayList<>();
-    final Set<String> queues = new LinkedHashSet<>();
     /** The partitions that got a message, queue by queue: a commit Queen owns names them to the consume loops. */
     final Map<String, Set<String>> partitions = new LinkedHashMap<>();
     CommitResult failure;
@@ -490,7 +489,6 @@ public final class TransactionImpl implements Transaction {
           run.pushes.add(new PushResult(run.pushes.size(), r.queue(), r.partition(), r.status(), r.messageId(), r.offset(),
               r.transactionId()));
           if (r.status() == PushStatus.QUEUED) {
-            run.queues.add(r.queue());
             run.partitions.computeIfAbsent(r.queue(), k -> new LinkedHashSet<>()).add(r.partition());
           }
         }
