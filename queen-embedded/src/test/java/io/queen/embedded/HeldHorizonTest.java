@@ -40,23 +40,19 @@ class HeldHorizonTest {
   void aRoundOfPushPopAndAckReadsNoMoreAsTheHeldVersionsPileUp(DataSource ds) throws Exception {
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).schema("held").janitor(false).listen(false).start();
         Connection holder = ds.getConnection(); Connection probe = ds.getConnection()) {
-      queen.queue("jobs").push(PushItem.of("p", Map.of("n", 0)));
-      assertThat(queen.ack(queen.queue("jobs").group("g").subscription(SubscriptionMode.ALL).pop())).extracting(r -> r.outcome())
-          .containsExactly(AckOutcome.ACKED);
+      long offset = rounds(queen, 0, 1); // the partition and the group's cursor
 
       holder.setAutoCommit(false);
       try (Statement st = holder.createStatement()) {
         st.execute("set transaction isolation level repeatable read");
         st.executeQuery("select count(*) from held.cursors").close(); // the snapshot that holds the horizon
       }
-      long offset = 1;
       offset = rounds(queen, offset, 200);
       long walkBefore = walk(probe);
-      long[] before = measured(probe, offset, 21);
-      offset += 22;
-      offset = rounds(queen, offset, 1_800);
+      Medians before = measured(probe, offset, 21);
+      offset = rounds(queen, before.next(), 1_800);
       long walkAfter = walk(probe);
-      long[] after = measured(probe, offset, 21);
+      Medians after = measured(probe, offset, 21);
       holder.rollback();
 
       // the versions piled up: a look-up by key reads many times more than it did
@@ -64,10 +60,10 @@ class HeldHorizonTest {
           .isGreaterThan(5 * walkBefore);
       // a pop of the named partition and an ack do not (the median of 21: about one call in twenty writes a version
       // to another page, and that version's unique check walks the key's entries)
-      assertThat(after[0]).as("buffers of a pop after 2,000 rounds, against %d after 200", before[0])
-          .isLessThan(before[0] + 10);
-      assertThat(after[1]).as("buffers of an ack after 2,000 rounds, against %d after 200", before[1])
-          .isLessThan(2 * before[1] + 10);
+      assertThat(after.pop()).as("buffers of a pop after 2,000 rounds, against %d after 200", before.pop())
+          .isLessThan(before.pop() + 10);
+      assertThat(after.ack()).as("buffers of an ack after 2,000 rounds, against %d after 200", before.ack())
+          .isLessThan(2 * before.ack() + 10);
     }
   }
 
@@ -88,12 +84,15 @@ class HeldHorizonTest {
         + " and partition_id = (select id from held.partitions where name = 'p')");
   }
 
+  /** The median buffers of the measured pops and acks, and the offset the next push gets. */
+  private record Medians(long pop, long ack, long next) {}
+
   /**
-   * The median buffers of the pop and the ack in {@code n} rounds of the functions the API calls (push, pop of the named partition, ack), each
-   * under EXPLAIN, after one round unmeasured (it plans the functions' statements on this connection). Each round
-   * checks that the pop leased the message pushed and that the ack settled it.
+   * {@code n} rounds of the functions the API calls (push, pop of the named partition, ack), each under EXPLAIN, after
+   * one round unmeasured (it plans the functions' statements on this connection). Each round checks that the pop
+   * leased the message pushed and that the ack settled it.
    */
-  private static long[] measured(Connection probe, long offset, int n) throws Exception {
+  private static Medians measured(Connection probe, long offset, int n) throws Exception {
     long[] pops = new long[n];
     long[] acks = new long[n];
     for (int round = 0; round <= n; round++, offset++) {
@@ -124,7 +123,7 @@ class HeldHorizonTest {
         acks[round - 1] = ack;
       }
     }
-    return new long[] {median(pops), median(acks)};
+    return new Medians(median(pops), median(acks), offset);
   }
 
   private static long median(long[] values) {
