@@ -100,30 +100,33 @@ class HeldHorizonTest {
           + " array['{\"n\": 1}'], array[null]::text[], array[null]::text[])");
       long pop = buffers(probe, "select * from held.pop('jobs', 'g', 1, 1, null, null, 'probe', 'ALL', null,"
           + " false, null, array['p'])");
-      String lease;
-      try (Statement st = probe.createStatement(); ResultSet rs = st.executeQuery(
-          "select cu.lease_to, cu.lease_id from held.cursors cu join held.partitions p on p.id = cu.partition_id"
-              + " where p.name = 'p' and cu.group_name = 'g'")) {
-        assertThat(rs.next()).isTrue();
-        assertThat(rs.getLong(1)).as("the measured pop leased the message pushed").isEqualTo(offset);
-        lease = rs.getString(2);
-      }
+      Cursor leased = cursor(probe);
+      assertThat(leased.leaseTo()).as("the measured pop leased the message pushed").isEqualTo(offset);
+      String lease = leased.lease();
       long ack = buffers(probe, "select * from held.ack(array[(select id from held.partitions where name = 'p')],"
           + " array['g'], array[" + offset + "::bigint], array['" + lease + "'::uuid], array['COMPLETED'],"
           + " array[null]::text[], true)");
-      try (Statement st = probe.createStatement(); ResultSet rs = st.executeQuery(
-          "select cu.committed_offset, cu.lease_id from held.cursors cu join held.partitions p"
-              + " on p.id = cu.partition_id where p.name = 'p' and cu.group_name = 'g'")) {
-        assertThat(rs.next()).isTrue();
-        assertThat(rs.getLong(1)).as("the measured ack settled the lease").isEqualTo(offset);
-        assertThat(rs.getString(2)).isNull();
-      }
+      Cursor settled = cursor(probe);
+      assertThat(settled.committed()).as("the measured ack settled the lease").isEqualTo(offset);
+      assertThat(settled.lease()).isNull();
       if (round > 0) {
         pops[round - 1] = pop;
         acks[round - 1] = ack;
       }
     }
     return new Medians(median(pops), median(acks), offset);
+  }
+
+  /** The group's cursor on partition p: its position, the leased range's end and the lease. */
+  private record Cursor(long committed, long leaseTo, String lease) {}
+
+  private static Cursor cursor(Connection probe) throws Exception {
+    try (Statement st = probe.createStatement(); ResultSet rs = st.executeQuery(
+        "select cu.committed_offset, cu.lease_to, cu.lease_id from held.cursors cu join held.partitions p"
+            + " on p.id = cu.partition_id where p.name = 'p' and cu.group_name = 'g'")) {
+      assertThat(rs.next()).isTrue();
+      return new Cursor(rs.getLong(1), rs.getLong(2), rs.getString(3));
+    }
   }
 
   private static long median(long[] values) {
