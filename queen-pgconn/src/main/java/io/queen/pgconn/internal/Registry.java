@@ -446,6 +446,11 @@ final class Registry implements Connectors, ConnectorPlugin {
         if (spec instanceof SinkSpec sinkSpec) {
           Sink s = new Sink(host, sinkSpec, r.version, password, meters.connector(name));
           sinks.put(name, s);
+          if (closed.get()) { // close() began after the check above and may have missed it: not started, stopped here
+            sinks.remove(name);
+            s.stop();
+            return;
+          }
           meters.owner(name, () -> {
             Sink now = sinks.get(name);
             return now != null && now.running();
@@ -463,6 +468,10 @@ final class Registry implements Connectors, ConnectorPlugin {
             continue;
           }
           sources.put(name, s);
+          if (closed.get()) { // close() began after the check above and may have missed it: never started
+            sources.remove(name);
+            return;
+          }
           meters.owner(name, () -> {
             Source now = sources.get(name);
             return now != null && now.owning();
