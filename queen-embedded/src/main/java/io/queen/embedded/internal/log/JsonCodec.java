@@ -32,6 +32,7 @@ public final class JsonCodec {
 
   private final ObjectMapper mapper;
   private final JsonFactory strict;
+  private final QuickJsonCheck quick;
 
   /** @param userMapper the application's mapper: copied, never changed */
   public JsonCodec(ObjectMapper userMapper) {
@@ -57,6 +58,7 @@ public final class JsonCodec {
     // names are only checked, never kept: no symbol table to look each one up in (a push checks every payload)
     this.strict = JsonFactory.builder().streamReadConstraints(reader)
         .disable(JsonFactory.Feature.CANONICALIZE_FIELD_NAMES).build();
+    this.quick = new QuickJsonCheck(reader);
   }
 
   /** The node's mapper (a copy of the application's, with the reader limits above). */
@@ -134,9 +136,20 @@ public final class JsonCodec {
    * (nesting depth, number and name length), without a NUL (raw or as the escape {@code \u0000}) or an
    * unpaired surrogate.
    *
+   * <p>Most texts are settled by one pass of {@link QuickJsonCheck}, which accepts only text that is certainly valid
+   * and within the limits; anything else (an error, a value near a limit, deep nesting) goes through the full
+   * check, which gives the verdict and its message.
+   *
    * @return the text's UTF-8 length, counted in the same pass
    */
   public long check(String text, String field) {
+    long settled = quick.bytes(text);
+    // not certainly valid or near a limit: the full check gives the verdict and its message
+    return settled >= 0 ? settled : fullCheck(text, field);
+  }
+
+  /** {@link #check} without its quick pass. */
+  long fullCheck(String text, String field) {
     int n = text.length();
     long bytes = n; // one per char; the loop adds what a char takes beyond that
     for (int i = 0; i < n; i++) {
