@@ -1,15 +1,12 @@
 package io.queen.pgconn.internal.source;
 
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
-import com.fasterxml.jackson.databind.node.NullNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.ResultSetMetaData;
 import java.sql.SQLException;
 import java.time.Instant;
+import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
@@ -32,7 +29,6 @@ import java.util.Objects;
  * {@link #loadRelation} already flags the row key. Thread-safe (the registry is).
  */
 final class ChangeEvents {
-  private static final JsonNodeFactory F = JsonNodeFactory.instance;
   private static final DateTimeFormatter TS =
       DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSSSSS'Z'").withZone(ZoneOffset.UTC);
 
@@ -43,7 +39,13 @@ final class ChangeEvents {
   }
 
   /**
-   * The event of one change.
+   * One change event: its JSON text, and what the snapshot's bookkeeping reads of it (the op and the unchanged
+   * TOASTed columns), so nothing parses the text again.
+   */
+  record Event(char op, String json, List<String> unchanged) {}
+
+  /**
+   * The event of one change, written as JSON text (no tree of nodes in between).
    *
    * @param op {@code r} (snapshot row), {@code c}, {@code u} or {@code d}
    * @param before the old tuple ('K' or 'O'), or null; required for {@code d}
@@ -53,8 +55,8 @@ final class ChangeEvents {
    * @param tsMicros commit time (or read time for a snapshot row), microseconds since the Unix epoch
    * @throws IllegalArgumentException for an op, tuple or relation that do not fit together
    */
-  ObjectNode event(char op, PgMessage.Relation rel, PgMessage.Tuple before, PgMessage.Tuple after, long lsn,
-      Long xid, long tsMicros, int seq) {
+  Event event(char op, PgMessage.Relation rel, PgMessage.Tuple before, PgMessage.Tuple after, long lsn, Long xid,
+      long tsMicros, int seq) {
     Objects.requireNonNull(rel, "rel must not be null");
     switch (op) {
       case 'r', 'c', 'u' -> {
@@ -73,8 +75,12 @@ final class ChangeEvents {
     check(rel, after);
     List<PgMessage.Relation.Column> cols = rel.columns();
 
-    ObjectNode key = F.objectNode();
+    StringBuilder b = new StringBuilder(256);
+    b.append("{\"op\":\"").append(op).append("\",\"table\":");
+    Values.string(b, rel.schema() + "." + rel.name());
+    b.append(",\"key\":{");
     PgMessage.Tuple keySource = after != null ? after : before;
+    boolean first = true;
     for (int i = 0; i < cols.size(); i++) {
       PgMessage.Relation.Column col = cols.get(i);
       if (col.key()) {
@@ -82,55 +88,73 @@ final class ChangeEvents {
         if (keySource.kinds()[i] == 'u' && before != null && before.kinds()[i] == 't') {
           text = before.texts()[i];
         }
-        key.set(col.name(), Values.render(types, col.typeOid(), text));
+        first = member(b, first, col, text);
       }
     }
-
-    ObjectNode event = F.objectNode();
-    event.put("op", String.valueOf(op));
-    event.put("table", rel.schema() + "." + rel.name());
-    event.set("key", key);
-    ArrayNode unchanged = null;
+    b.append("},\"after\":");
+    List<String> unchanged = List.of();
     if (after == null) {
-      event.set("after", NullNode.instance);
+      b.append("null");
     } else {
-      ObjectNode a = F.objectNode();
+      b.append('{');
+      first = true;
       for (int i = 0; i < cols.size(); i++) {
         PgMessage.Relation.Column col = cols.get(i);
         if (after.kinds()[i] == 'u') {
-          if (unchanged == null) {
-            unchanged = F.arrayNode();
+          if (unchanged.isEmpty()) {
+            unchanged = new ArrayList<>();
           }
           unchanged.add(col.name());
         } else {
-          a.set(col.name(), Values.render(types, col.typeOid(), after.texts()[i]));
+          first = member(b, first, col, after.texts()[i]);
         }
       }
-      event.set("after", a);
+      b.append('}');
     }
+    b.append(",\"before\":");
     if (before == null) {
-      event.set("before", NullNode.instance);
+      b.append("null");
     } else {
       boolean full = rel.replicaIdentity() == 'f';
-      ObjectNode b = F.objectNode();
+      b.append('{');
+      first = true;
       for (int i = 0; i < cols.size(); i++) {
         PgMessage.Relation.Column col = cols.get(i);
         if ((full || col.key()) && before.kinds()[i] != 'u') {
-          b.set(col.name(), Values.render(types, col.typeOid(), before.texts()[i]));
+          first = member(b, first, col, before.texts()[i]);
         }
       }
-      event.set("before", b);
+      b.append('}');
     }
-    if (unchanged != null) {
-      event.set("unchanged", unchanged);
+    if (!unchanged.isEmpty()) {
+      b.append(",\"unchanged\":[");
+      for (int k = 0; k < unchanged.size(); k++) {
+        if (k > 0) {
+          b.append(',');
+        }
+        Values.string(b, unchanged.get(k));
+      }
+      b.append(']');
     }
-    event.put("lsn", PgLsn.format(lsn));
+    b.append(",\"lsn\":\"").append(PgLsn.format(lsn)).append('"');
     if (xid != null) {
-      event.put("xid", xid.longValue());
+      b.append(",\"xid\":").append(xid.longValue());
     }
-    event.put("ts", timestamp(tsMicros));
-    event.put("seq", seq);
-    return event;
+    b.append(",\"ts\":\"");
+    timestamp(b, tsMicros);
+    b.append("\",\"seq\":").append(seq).append('}');
+    return new Event(op, b.toString(), unchanged.isEmpty() ? unchanged : List.copyOf(unchanged));
+  }
+
+  /** {@code "name":value}, after a comma unless it is the object's first member; returns false (no longer first). */
+  private boolean member(StringBuilder b, boolean first, PgMessage.Relation.Column col, String text) {
+    if (!first) {
+      b.append(',');
+    }
+    Values.string(b, col.name());
+    b.append(':');
+    Values.write(b, types, col.typeOid(), text);
+    return false;
   }
 
   /**
@@ -197,8 +221,34 @@ final class ChangeEvents {
 
   /** {@code 2026-10-03T06:15:03.583036Z}: UTC, always six fractional digits. */
   static String timestamp(long micros) {
-    Instant at = Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
-    return TS.format(at);
+    StringBuilder b = new StringBuilder(27);
+    timestamp(b, micros);
+    return b.toString();
+  }
+
+  private static void timestamp(StringBuilder b, long micros) {
+    long seconds = Math.floorDiv(micros, 1_000_000L);
+    int fraction = (int) Math.floorMod(micros, 1_000_000L);
+    LocalDateTime t = LocalDateTime.ofEpochSecond(seconds, 0, ZoneOffset.UTC);
+    if (t.getYear() < 0 || t.getYear() > 9999) {
+      b.append(TS.format(Instant.ofEpochSecond(seconds, fraction * 1000L)));
+      return;
+    }
+    pad(b, t.getYear(), 4).append('-');
+    pad(b, t.getMonthValue(), 2).append('-');
+    pad(b, t.getDayOfMonth(), 2).append('T');
+    pad(b, t.getHour(), 2).append(':');
+    pad(b, t.getMinute(), 2).append(':');
+    pad(b, t.getSecond(), 2).append('.');
+    pad(b, fraction, 6).append('Z');
+  }
+
+  private static StringBuilder pad(StringBuilder b, int value, int width) {
+    String s = Integer.toString(value);
+    for (int k = s.length(); k < width; k++) {
+      b.append('0');
+    }
+    return b.append(s);
   }
 
   /**

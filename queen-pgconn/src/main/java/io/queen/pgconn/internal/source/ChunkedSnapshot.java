@@ -407,11 +407,8 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     if (i == null) {
       return;
     }
-    String op = event.payload().path("op").asText("");
-    Set<String> unchanged = new HashSet<>();
-    for (JsonNode n : event.payload().path("unchanged")) {
-      unchanged.add(n.asText());
-    }
+    String op = String.valueOf(event.op());
+    Set<String> unchanged = new HashSet<>(event.unchanged());
     List<String> names = names(relation);
     for (int c = 0; c < keyTuple.size() && c < names.size(); c++) {
       if (keyTuple.kinds()[c] == 'u') {

@@ -1,6 +1,5 @@
 package io.queen.pgconn.internal.source;
 
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
@@ -43,8 +42,8 @@ interface Codec {
    */
   PgMessage.Relation resolve(Connection c, PgMessage.Relation relation) throws SQLException;
 
-  /** The seed's event object. {@code op}: c, u, d. */
-  ObjectNode event(String op, PgMessage.Relation relation, PgMessage.Tuple before, PgMessage.Tuple after, long lsn,
+  /** The seed's event object, as JSON text. {@code op}: c, u, d. */
+  ChangeEvents.Event event(String op, PgMessage.Relation relation, PgMessage.Tuple before, PgMessage.Tuple after, long lsn,
       long xid, long commitTimeMicros, int seq);
 
   /** The partition of a row's change: its key as printed, the {@code partitionBy} columns, or {@code all}. */

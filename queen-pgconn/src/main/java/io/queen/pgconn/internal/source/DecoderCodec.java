@@ -1,6 +1,5 @@
 package io.queen.pgconn.internal.source;
 
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
@@ -62,7 +61,7 @@ final class DecoderCodec implements Codec {
   }
 
   @Override
-  public ObjectNode event(String op, PgMessage.Relation relation, PgMessage.Tuple before, PgMessage.Tuple after,
+  public ChangeEvents.Event event(String op, PgMessage.Relation relation, PgMessage.Tuple before, PgMessage.Tuple after,
       long lsn, long xid, long commitTimeMicros, int seq) {
     return events.event(op.charAt(0), relation, before, after, lsn, xid, commitTimeMicros, seq);
   }

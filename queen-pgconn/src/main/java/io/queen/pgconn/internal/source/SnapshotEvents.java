@@ -1,6 +1,5 @@
 package io.queen.pgconn.internal.source;
 
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.ArrayList;
@@ -32,17 +31,15 @@ final class SnapshotEvents implements ChunkedSnapshot.Events {
   @Override
   public SourceEvent read(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn,
       long tsMicros, long position, int seq) {
-    ObjectNode payload = events.event('r', shape, null, row, lsn, null, tsMicros, seq);
     return new SourceEvent(table.queue(), partition(table, shape, row), MessageIds.snapshot(epoch, position, seq),
-        payload);
+        events.event('r', shape, null, row, lsn, null, tsMicros, seq));
   }
 
   @Override
   public SourceEvent fill(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row,
       PgMessage.Tuple fill, long lsn, long tsMicros, long position, int seq) {
-    ObjectNode payload = events.event('u', shape, null, fill, lsn, null, tsMicros, seq);
     return new SourceEvent(table.queue(), partition(table, shape, row), MessageIds.fill(epoch, position, seq),
-        payload);
+        events.event('u', shape, null, fill, lsn, null, tsMicros, seq));
   }
 
   private String partition(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row) {

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.queen.CommitResult;
 import io.queen.Kv;
 import io.queen.KvWriteResult;
+import io.queen.Json;
 import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.Transaction;
@@ -638,9 +639,8 @@ final class Stream {
 
   private void emit(List<SourceEvent> out, SourceSpec.Table table, PgMessage.Relation rel, PgMessage.Tuple row,
       String op, PgMessage.Tuple before, PgMessage.Tuple after, Piece piece, int ordinal, String id) {
-    ObjectNode payload = codec.event(op, rel, before, after, piece.commitLsn(), piece.xid(), piece.commitMicros(),
-        ordinal);
-    SourceEvent e = new SourceEvent(table.queue(), codec.partition(rel, row, table), id, payload);
+    SourceEvent e = new SourceEvent(table.queue(), codec.partition(rel, row, table), id, codec.event(op, rel, before,
+        after, piece.commitLsn(), piece.xid(), piece.commitMicros(), ordinal));
     if (hook != null) {
       // the snapshot knows its tables by the document's names: a table renamed while it copies is still that table
       PgMessage.Relation named = rel.schema().equals(table.schema()) && rel.name().equals(table.table()) ? rel
@@ -798,7 +798,7 @@ final class Stream {
     Pointer next = new Pointer(m.lsn(), 0, false, flush, p.epoch(), hook.progress(), false);
     int rows = 0; // the chunk's rows, counted once Queen committed them (fills are not rows)
     for (SourceEvent e : events) {
-      if ("r".equals(e.payload().path("op").asText())) {
+      if (e.op() == 'r') {
         rows++;
       }
     }
@@ -826,7 +826,7 @@ final class Stream {
       throws InterruptedException {
     Transaction tx = queen.transaction();
     for (SourceEvent e : events) {
-      tx.push(PushItem.to(e.queue(), e.partition(), e.payload()).transactionId(e.transactionId()));
+      tx.push(PushItem.to(e.queue(), e.partition(), Json.of(e.json())).transactionId(e.transactionId()));
     }
     Ready r = new Ready(tx, next.json(mapper, codec), next, events.size(), transactions, commitMicros, snapshotRows);
     while (!stopping) {

@@ -1,28 +1,5 @@
 package io.queen.pgconn.internal.source;
 
-import com.fasterxml.jackson.core.JsonGenerator;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.core.StreamReadConstraints;
-import com.fasterxml.jackson.core.json.JsonReadFeature;
-import com.fasterxml.jackson.databind.DeserializationFeature;
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.SerializerProvider;
-import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
-import com.fasterxml.jackson.databind.json.JsonMapper;
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.BooleanNode;
-import com.fasterxml.jackson.databind.node.NumericNode;
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
-import com.fasterxml.jackson.databind.node.LongNode;
-import com.fasterxml.jackson.databind.node.NullNode;
-import com.fasterxml.jackson.databind.node.TextNode;
-import com.fasterxml.jackson.databind.node.ValueNode;
-import java.io.IOException;
-import java.math.BigDecimal;
-import java.math.BigInteger;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -30,8 +7,6 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * PostgreSQL's text output of a value to the JSON of a change event (the seed's "The change events"), the same
@@ -43,7 +18,7 @@ import java.util.regex.Pattern;
  *   <li>integers, numeric, float4 and float8: JSON numbers written with exactly the digits PostgreSQL printed
  *       (never through a double: {@code 42.00}, a 30-digit numeric, a bigint above 2^53 and a float8's
  *       shortest exact form stay as printed); {@code NaN}, {@code Infinity}, {@code -Infinity}: strings;
- *   <li>json and jsonb: embedded, with exact decimals;
+ *   <li>json and jsonb: embedded as printed, without the whitespace between tokens (so with exact decimals);
  *   <li>timestamptz: {@code 2026-10-03T06:14:39.365472+00:00}; timestamp: {@code 2026-10-03T06:14:39.365472};
  *       {@code infinity}, {@code -infinity} and BC dates: the string as printed;
  *   <li>arrays of built-in types: JSON arrays (nested for more dimensions), each element by its type's rule;
@@ -51,6 +26,8 @@ import java.util.regex.Pattern;
  *   <li>bytea ({@code \x...}) and everything else: the string as printed.
  * </ul>
  *
+ * The JSON is written as text straight into the event's builder, with strings escaped as Jackson escapes them
+ * ({@link #string}); no tree of nodes is built (a source writes hundreds of thousands of events per second).
  * Stateless and thread-safe.
  */
 final class Values {
@@ -68,25 +45,6 @@ final class Values {
     m.put("bytea_output", "hex");
     m.put("extra_float_digits", "1");
     return m;
-  }
-
-  private static final Pattern TIMESTAMPTZ = Pattern.compile(
-      "(\\d{4,}-\\d\\d-\\d\\d) (\\d\\d:\\d\\d:\\d\\d(?:\\.\\d{1,6})?)([+-]\\d\\d)(:\\d\\d)?(:\\d\\d)?");
-  private static final Pattern TIMESTAMP = Pattern.compile("(\\d{4,}-\\d\\d-\\d\\d) (\\d\\d:\\d\\d:\\d\\d(?:\\.\\d{1,6})?)");
-  private static final Pattern NUMBER = Pattern.compile("-?\\d+(?:\\.\\d+)?(?:[eE][+-]?\\d+)?");
-
-  /** Parses json/jsonb text with every decimal kept as written (scale included), no double in between. */
-  private static final ObjectMapper JSON = JsonMapper.builder()
-      .nodeFactory(new ExactNodeFactory())
-      .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-      .disable(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES)
-      .disable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
-      .build();
-
-  static {
-    // jsonb holds numbers of up to 131,072 digits and values of up to 255 MB; nesting is bounded by the server
-    JSON.getFactory().setStreamReadConstraints(StreamReadConstraints.builder()
-        .maxNumberLength(200_000).maxStringLength(Integer.MAX_VALUE).maxNestingDepth(10_000).build());
   }
 
   private Values() {}
@@ -124,272 +82,325 @@ final class Values {
   }
 
   /**
-   * The JSON of one value printed by PostgreSQL ({@code text} null gives JSON null).
+   * The JSON of one value printed by PostgreSQL ({@code text} null gives {@code null}), appended to {@code out}.
    *
    * @param typeOid the column's type, resolved through {@code types} for non-built-ins
    */
-  static JsonNode render(TypeRegistry types, int typeOid, String text) {
+  static void write(StringBuilder out, TypeRegistry types, int typeOid, String text) {
     if (text == null) {
-      return NullNode.instance;
+      out.append("null");
+      return;
     }
     TypeRegistry.Kind kind = types.kind(typeOid);
     if (kind == TypeRegistry.Kind.ARRAY) {
-      if (text.isEmpty() || text.charAt(0) != '{') {
-        return TextNode.valueOf(text); // explicit bounds [0:1]={...}: keep the bounds, as printed
+      int mark = out.length();
+      if (text.isEmpty() || text.charAt(0) != '{' || !new ArrayParser(text, types.elementKind(typeOid), out).parse()) {
+        out.setLength(mark); // explicit bounds [0:1]={...}, or not PostgreSQL's array output: as printed
+        string(out, text);
       }
-      JsonNode parsed = new ArrayParser(text, types.elementKind(typeOid)).parse();
-      return parsed != null ? parsed : TextNode.valueOf(text);
+      return;
     }
-    return scalar(kind, text);
+    scalar(out, kind, text);
+  }
+
+  /** {@link #write} into a string of its own. */
+  static String text(TypeRegistry types, int typeOid, String text) {
+    StringBuilder b = new StringBuilder(text == null ? 4 : text.length() + 8);
+    write(b, types, typeOid, text);
+    return b.toString();
   }
 
   /** One value of a non-array kind (an array's element too). */
-  static JsonNode scalar(TypeRegistry.Kind kind, String text) {
+  private static void scalar(StringBuilder out, TypeRegistry.Kind kind, String text) {
     switch (kind) {
-      case BOOL:
+      case BOOL -> {
         if (text.equals("t")) {
-          return BooleanNode.TRUE;
+          out.append("true");
+        } else if (text.equals("f")) {
+          out.append("false");
+        } else {
+          string(out, text);
         }
-        return text.equals("f") ? BooleanNode.FALSE : TextNode.valueOf(text);
-      case INTEGER:
-        return integer(text);
-      case NUMERIC:
-      case FLOAT:
-        return NUMBER.matcher(text).matches() ? new PrintedNumber(text) : TextNode.valueOf(text);
-      case JSON:
-        return json(text);
-      case TIMESTAMPTZ:
-        return timestamptz(text);
-      case TIMESTAMP: {
-        Matcher m = TIMESTAMP.matcher(text);
-        return TextNode.valueOf(m.matches() ? m.group(1) + 'T' + m.group(2) : text);
       }
-      default:
-        return TextNode.valueOf(text);
+      case INTEGER -> integer(out, text);
+      case NUMERIC, FLOAT -> {
+        if (isNumber(text)) {
+          out.append(text); // exactly the digits PostgreSQL printed
+        } else {
+          string(out, text); // NaN, Infinity, -Infinity
+        }
+      }
+      case JSON -> json(out, text);
+      case TIMESTAMPTZ -> timestamp(out, text, true);
+      case TIMESTAMP -> timestamp(out, text, false);
+      default -> string(out, text);
     }
   }
 
-  private static JsonNode integer(String text) {
+  private static void integer(StringBuilder out, String text) {
     try {
-      return LongNode.valueOf(Long.parseLong(text));
+      out.append(Long.parseLong(text));
     } catch (NumberFormatException e) {
-      return NUMBER.matcher(text).matches() ? new PrintedNumber(text) : TextNode.valueOf(text);
+      if (isNumber(text)) {
+        out.append(text);
+      } else {
+        string(out, text);
+      }
     }
   }
 
-  private static JsonNode json(String text) {
-    try {
-      return JSON.readTree(text);
-    } catch (JsonProcessingException e) {
-      // PostgreSQL validated it; only a value beyond the parser's limits gets here: keep it, as printed
-      return TextNode.valueOf(text);
+  /** {@code -?\d+(\.\d+)?([eE][+-]?\d+)?}: how PostgreSQL prints a finite number. */
+  static boolean isNumber(String s) {
+    int n = s.length();
+    int i = s.startsWith("-") ? 1 : 0;
+    int digits = digits(s, i);
+    if (digits == 0) {
+      return false;
     }
+    i += digits;
+    if (i < n && s.charAt(i) == '.') {
+      digits = digits(s, i + 1);
+      if (digits == 0) {
+        return false;
+      }
+      i += 1 + digits;
+    }
+    if (i < n && (s.charAt(i) == 'e' || s.charAt(i) == 'E')) {
+      i++;
+      if (i < n && (s.charAt(i) == '+' || s.charAt(i) == '-')) {
+        i++;
+      }
+      digits = digits(s, i);
+      if (digits == 0) {
+        return false;
+      }
+      i += digits;
+    }
+    return i == n;
   }
 
-  private static JsonNode timestamptz(String text) {
-    Matcher m = TIMESTAMPTZ.matcher(text);
-    if (!m.matches()) {
-      return TextNode.valueOf(text); // infinity, -infinity, BC
+  private static int digits(String s, int from) {
+    int i = from;
+    while (i < s.length() && s.charAt(i) >= '0' && s.charAt(i) <= '9') {
+      i++;
     }
-    String minutes = m.group(4) == null ? ":00" : m.group(4);
-    String seconds = m.group(5) == null ? "" : m.group(5);
-    return TextNode.valueOf(m.group(1) + 'T' + m.group(2) + m.group(3) + minutes + seconds);
+    return i - from;
+  }
+
+  /** The deepest nesting and the longest number a json/jsonb value may hold to be embedded, not quoted. */
+  private static final int MAX_JSON_DEPTH = 10_000;
+  private static final int MAX_JSON_NUMBER = 200_000;
+
+  /**
+   * A json or jsonb value embedded as it is, without the whitespace between tokens: its numbers keep the digits and
+   * scale PostgreSQL printed, and Queen stores the payload as jsonb, which reads it to the same value. A value
+   * nested deeper than {@value #MAX_JSON_DEPTH} levels or with a number longer than {@value #MAX_JSON_NUMBER}
+   * characters is kept as the string PostgreSQL printed (the reader could not take it as JSON).
+   */
+  private static void json(StringBuilder out, String text) {
+    int mark = out.length();
+    int n = text.length();
+    int depth = 0;
+    int number = 0;
+    boolean inString = false;
+    for (int i = 0; i < n; i++) {
+      char c = text.charAt(i);
+      if (inString) {
+        out.append(c);
+        if (c == '\\' && i + 1 < n) {
+          out.append(text.charAt(++i));
+        } else if (c == '"') {
+          inString = false;
+        }
+        continue;
+      }
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+        number = 0;
+        continue;
+      }
+      if (c == '"') {
+        inString = true;
+      } else if (c == '{' || c == '[') {
+        if (++depth > MAX_JSON_DEPTH) {
+          break;
+        }
+      } else if (c == '}' || c == ']') {
+        depth--;
+      }
+      number = (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' ? number + 1 : 0;
+      if (number > MAX_JSON_NUMBER) {
+        break;
+      }
+      out.append(c);
+      if (c == ',' || c == ':') {
+        number = 0;
+      }
+    }
+    if (depth != 0 || inString || number > MAX_JSON_NUMBER) {
+      out.setLength(mark);
+      string(out, text);
+    }
   }
 
   /**
-   * A JSON number written with exactly the characters PostgreSQL printed ({@code 42.00}, {@code 1e+20},
-   * {@code 0.0000001}), where a {@code DecimalNode} would write {@code 1E-7} unless the writer is configured
-   * otherwise. Its value is the BigDecimal of that text; two are equal when they print the same.
+   * timestamptz {@code 2026-10-03 06:14:39.365472+00} as {@code 2026-10-03T06:14:39.365472+00:00} (an offset with
+   * seconds keeps them); timestamp {@code 2026-10-03 06:14:39.365472} as {@code 2026-10-03T06:14:39.365472};
+   * {@code infinity}, {@code -infinity} and BC dates as printed.
    */
-  static final class PrintedNumber extends NumericNode {
-    private static final long serialVersionUID = 1L;
-    private final String printed;
-    private final BigDecimal value;
-
-    PrintedNumber(String printed) {
-      this.value = new BigDecimal(printed);
-      this.printed = printed;
+  private static void timestamp(StringBuilder out, String s, boolean zoned) {
+    int n = s.length();
+    int space = s.indexOf(' ');
+    // the date: at least four year digits, then -MM-DD
+    boolean ok = space >= 10 && digits(s, 0) == space - 6 && s.charAt(space - 6) == '-' && s.charAt(space - 3) == '-'
+        && digits(s, space - 5) == 2 && digits(s, space - 2) == 2;
+    // the time: HH:MM:SS, then up to six fractional digits
+    int t = space + 1;
+    ok = ok && t + 8 <= n && digits(s, t) == 2 && s.charAt(t + 2) == ':' && digits(s, t + 3) == 2
+        && s.charAt(t + 5) == ':' && digits(s, t + 6) == 2;
+    int end = t + 8;
+    if (ok && end < n && s.charAt(end) == '.') {
+      int f = digits(s, end + 1);
+      ok = f >= 1 && f <= 6;
+      end += 1 + f;
     }
-
-    @Override
-    public void serialize(JsonGenerator g, SerializerProvider provider) throws IOException {
-      g.writeNumber(printed);
-    }
-
-    @Override
-    public JsonToken asToken() {
-      return integral() ? JsonToken.VALUE_NUMBER_INT : JsonToken.VALUE_NUMBER_FLOAT;
-    }
-
-    private boolean integral() {
-      for (int i = 0; i < printed.length(); i++) {
-        char c = printed.charAt(i);
-        if (c == '.' || c == 'e' || c == 'E') {
-          return false;
-        }
+    int zone = end;
+    if (ok && zoned) {
+      // the offset: +HH, then optionally :MM and :SS
+      ok = end + 3 <= n && (s.charAt(end) == '+' || s.charAt(end) == '-') && digits(s, end + 1) == 2;
+      end += 3;
+      for (int part = 0; ok && part < 2 && end < n; part++) {
+        ok = end + 3 <= n && s.charAt(end) == ':' && digits(s, end + 1) == 2;
+        end += 3;
       }
-      return true;
     }
-
-    @Override
-    public JsonParser.NumberType numberType() {
-      return JsonParser.NumberType.BIG_DECIMAL;
+    if (!ok || end != n) {
+      string(out, s);
+      return;
     }
-
-    @Override
-    public boolean isBigDecimal() {
-      return true;
+    out.append('"').append(s, 0, space).append('T').append(s, t, zone);
+    if (zoned) {
+      out.append(s, zone, n);
+      if (n - zone == 3) {
+        out.append(":00");
+      }
     }
-
-    @Override
-    public boolean isFloatingPointNumber() {
-      return true;
-    }
-
-    @Override
-    public Number numberValue() {
-      return value;
-    }
-
-    @Override
-    public int intValue() {
-      return value.intValue();
-    }
-
-    @Override
-    public long longValue() {
-      return value.longValue();
-    }
-
-    @Override
-    public double doubleValue() {
-      return value.doubleValue();
-    }
-
-    @Override
-    public BigDecimal decimalValue() {
-      return value;
-    }
-
-    @Override
-    public BigInteger bigIntegerValue() {
-      return value.toBigInteger();
-    }
-
-    @Override
-    public boolean canConvertToInt() {
-      return value.compareTo(BigDecimal.valueOf(Integer.MIN_VALUE)) >= 0
-          && value.compareTo(BigDecimal.valueOf(Integer.MAX_VALUE)) <= 0;
-    }
-
-    @Override
-    public boolean canConvertToLong() {
-      return value.compareTo(BigDecimal.valueOf(Long.MIN_VALUE)) >= 0
-          && value.compareTo(BigDecimal.valueOf(Long.MAX_VALUE)) <= 0;
-    }
-
-    @Override
-    public String asText() {
-      return printed;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof PrintedNumber p && p.printed.equals(printed);
-    }
-
-    @Override
-    public int hashCode() {
-      return printed.hashCode();
-    }
+    out.append('"');
   }
 
-  /** Builds json/jsonb decimals as {@link PrintedNumber}s in plain notation, so their digits survive. */
-  private static final class ExactNodeFactory extends JsonNodeFactory {
-    private static final long serialVersionUID = 1L;
+  private static final char[] HEX = "0123456789ABCDEF".toCharArray();
 
-    ExactNodeFactory() {
-      super(true);
+  /**
+   * A JSON string, escaped as Jackson writes one: {@code \"} and {@code \\}, the short escapes of backspace, tab,
+   * newline, form feed and carriage return, a six-character escape (backslash, {@code u00}, two upper-case hex
+   * digits) for the other control characters; everything else as it is.
+   */
+  static void string(StringBuilder out, String s) {
+    out.append('"');
+    int n = s.length();
+    int from = 0;
+    for (int i = 0; i < n; i++) {
+      char c = s.charAt(i);
+      if (c >= 0x20 && c != '"' && c != '\\') {
+        continue;
+      }
+      out.append(s, from, i).append('\\');
+      switch (c) {
+        case '"' -> out.append('"');
+        case '\\' -> out.append('\\');
+        case '\b' -> out.append('b');
+        case '\t' -> out.append('t');
+        case '\n' -> out.append('n');
+        case '\f' -> out.append('f');
+        case '\r' -> out.append('r');
+        default -> out.append("u00").append(HEX[c >> 4]).append(HEX[c & 0xF]);
+      }
+      from = i + 1;
     }
-
-    @Override
-    public ValueNode numberNode(BigDecimal v) {
-      return v == null ? nullNode() : new PrintedNumber(v.toPlainString());
-    }
+    out.append(s, from, n).append('"');
   }
 
   /**
    * PostgreSQL's array output: {@code {a,b}}, nested braces per dimension, elements in double quotes when they
-   * hold a delimiter, brace, quote, backslash or space or are empty or {@code NULL} (with {@code \} escaping
-   * {@code "} and {@code \}), an unquoted {@code NULL} for a null element. Returns null for anything else,
-   * and the caller keeps the text.
+   * hold a delimiter, brace, quote, backslash or space or are empty or {@code NULL} (with {@code \\} escaping
+   * {@code "} and {@code \\}), an unquoted {@code NULL} for a null element, written as a JSON array. {@link #parse}
+   * returns false for anything else, and the caller keeps the text.
    */
   private static final class ArrayParser {
     private final String s;
     private final TypeRegistry.Kind element;
+    private final StringBuilder out;
     private int i;
 
-    ArrayParser(String s, TypeRegistry.Kind element) {
+    ArrayParser(String s, TypeRegistry.Kind element, StringBuilder out) {
       this.s = s;
       this.element = element;
+      this.out = out;
     }
 
-    JsonNode parse() {
-      ArrayNode a = level();
-      return a != null && i == s.length() ? a : null;
+    boolean parse() {
+      return level() && i == s.length();
     }
 
-    private ArrayNode level() {
+    private boolean level() {
       if (i >= s.length() || s.charAt(i) != '{') {
-        return null;
+        return false;
       }
       i++;
-      ArrayNode out = JsonNodeFactory.instance.arrayNode();
+      out.append('[');
       if (i < s.length() && s.charAt(i) == '}') {
         i++;
-        return out;
+        out.append(']');
+        return true;
       }
+      boolean first = true;
       while (i < s.length()) {
+        if (!first) {
+          out.append(',');
+        }
+        first = false;
         char c = s.charAt(i);
         if (c == '{') {
-          ArrayNode inner = level();
-          if (inner == null) {
-            return null;
+          if (!level()) {
+            return false;
           }
-          out.add(inner);
         } else if (c == '"') {
           String v = quoted();
           if (v == null) {
-            return null;
+            return false;
           }
-          out.add(scalar(element, v));
+          scalar(out, element, v);
         } else {
           int start = i;
           while (i < s.length() && s.charAt(i) != ',' && s.charAt(i) != '}') {
             char d = s.charAt(i);
             if (d == '"' || d == '{' || d == '\\') {
-              return null;
+              return false;
             }
             i++;
           }
           String v = s.substring(start, i);
           if (v.isEmpty()) {
-            return null;
+            return false;
           }
-          out.add(v.equals("NULL") ? NullNode.instance : scalar(element, v));
+          if (v.equals("NULL")) {
+            out.append("null");
+          } else {
+            scalar(out, element, v);
+          }
         }
         if (i >= s.length()) {
-          return null;
+          return false;
         }
         char sep = s.charAt(i++);
         if (sep == '}') {
-          return out;
+          out.append(']');
+          return true;
         }
         if (sep != ',') {
-          return null;
+          return false;
         }
       }
-      return null;
+      return false;
     }
 
     private String quoted() {

@@ -44,12 +44,14 @@ final class SnapshotDriver implements AutoCloseable {
     ObjectNode key = p.putObject("key");
     ObjectNode after = M.createObjectNode();
     var unchanged = M.createArrayNode();
+    List<String> unchangedNames = new ArrayList<>();
     List<String> keyTexts = new ArrayList<>();
     for (int i = 0; i < rel.columns().size(); i++) {
       PgMessage.Relation.Column c = rel.columns().get(i);
       char k = row.kinds()[i];
       if (k == 'u') {
         unchanged.add(c.name());
+        unchangedNames.add(c.name());
         continue;
       }
       if (c.key()) {
@@ -69,7 +71,8 @@ final class SnapshotDriver implements AutoCloseable {
     p.put("lsn", PgLsn.format(lsn));
     p.put("ts", tsMicros);
     p.put("seq", seq);
-    return new SourceEvent("q_" + table.name(), String.join("|", keyTexts), id, p);
+    return new SourceEvent("q_" + table.name(), String.join("|", keyTexts), id, op.charAt(0),
+        List.copyOf(unchangedNames), p.toString());
   }
 
   final DecodingSlot slot;

@@ -65,8 +65,8 @@ class TypeRegistryTest {
       assertThat(t.elementKind(oids[7])).isEqualTo(TypeRegistry.Kind.INTEGER);
       assertThat(t.kind(oids[8])).isEqualTo(TypeRegistry.Kind.TEXT);
       assertThat(t.info(oids[5]).name()).isEqualTo("price2");
-      assertThat(Values.render(t, oids[7], "{1,2}").toString()).isEqualTo("[1,2]");
-      assertThat(Values.render(t, oids[5], "3.50").toString()).isEqualTo("3.50");
+      assertThat(Values.text(t, oids[7], "{1,2}")).isEqualTo("[1,2]");
+      assertThat(Values.text(t, oids[5], "3.50")).isEqualTo("3.50");
       // a 'Y' message under another name (the OID reused) drops what was loaded
       t.learn(new PgMessage.Type(oids[4], "public", "price"));
       assertThat(t.known(oids[4])).isTrue();

@@ -2,6 +2,7 @@ package io.queen.pgconn.internal.source;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
@@ -99,7 +100,7 @@ class ValuesTest {
       {"f8minf float8", "'-Infinity'", "\"-Infinity\""},
       {"f8nan float8", "'NaN'", "\"NaN\""},
       {"js json", "'{\"a\": 1.50, \"b\": [1, 2.0, null], \"c\": {\"d\": \"x\"}, \"e\": 1e-7}'",
-          "{\"a\":1.50,\"b\":[1,2.0,null],\"c\":{\"d\":\"x\"},\"e\":0.0000001}"},
+          "{\"a\":1.50,\"b\":[1,2.0,null],\"c\":{\"d\":\"x\"},\"e\":1e-7}"}, // as written; jsonb reads 1e-7 exactly
       {"jb jsonb", "'{\"nested\": {\"arr\": [1, {\"x\": true}], \"s\": \"é\"}, \"n\": 42.00,"
           + " \"big\": 123456789012345678901234567890}'",
           "{\"n\":42.00,\"big\":123456789012345678901234567890,\"nested\":{\"s\":\"é\",\"arr\":[1,{\"x\":true}]}}"},
@@ -164,9 +165,9 @@ class ValuesTest {
       var ins = DecodingSlot.of(ms, PgMessage.Insert.class).get(0);
       ChangeEvents events = new ChangeEvents(types);
       var c1 = events.event('c', rel, null, ins.after(), begin.finalLsn(), begin.xid(), begin.commitTimeMicros(), 0);
-      String after = c1.get("after").toString();
+      String after = member(c1.json(), "after");
       expected.append("}");
-      Map<String, String> got = fields(c1.get("after").toString());
+      Map<String, String> got = fields(after);
       Map<String, String> want = fields(expected.toString());
       assertThat(got).containsExactlyEntriesOf(want);
       assertThat(after).isEqualTo(expected.toString());
@@ -182,7 +183,7 @@ class ValuesTest {
             assertThat(rs.next()).isTrue();
             PgMessage.Tuple t = ChangeEvents.fromResultSetText(rs, fromCatalog);
             var r = events.event('r', fromCatalog, null, t, begin.finalLsn(), null, begin.commitTimeMicros(), 0);
-            assertThat(r.get("after").toString()).as("round " + round).isEqualTo(after);
+            assertThat(member(r.json(), "after")).as("round " + round).isEqualTo(after);
             assertThat(t.texts()).containsExactly(ins.after().texts());
           }
         }
@@ -190,7 +191,13 @@ class ValuesTest {
     }
   }
 
-  /** Splits a flat-at-top-level JSON object into its members, for a readable diff. */
+  /** The text of a top-level member's value, as written. */
+  static String member(String json, String name) throws Exception {
+    String m = fields(json).get(name);
+    return m.substring(m.indexOf(':') + 1);
+  }
+
+  /** Splits a JSON object into its top-level members ({@code "name":value} each, as written), for a readable diff. */
   static Map<String, String> fields(String json) throws Exception {
     var node = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json);
     Map<String, String> out = new LinkedHashMap<>();
@@ -227,18 +234,44 @@ class ValuesTest {
   @Test
   void offsetsAndFormsTheWalsenderCouldPrint() {
     TypeRegistry t = new TypeRegistry();
-    assertThat(Values.render(t, 1184, "2026-10-03 11:44:39.365472+05:30").toString())
-        .isEqualTo("\"2026-10-03T11:44:39.365472+05:30\"");
-    assertThat(Values.render(t, 1184, "1900-01-01 00:00:00-03:06:28").toString())
-        .isEqualTo("\"1900-01-01T00:00:00-03:06:28\"");
-    assertThat(Values.render(t, 1184, "2026-10-03 06:14:39-03").toString())
-        .isEqualTo("\"2026-10-03T06:14:39-03:00\"");
-    assertThat(Values.render(t, 1184, "12345-01-01 00:00:00+00").toString())
-        .isEqualTo("\"12345-01-01T00:00:00+00:00\"");
-    assertThat(Values.render(t, 1114, "infinity").toString()).isEqualTo("\"infinity\"");
-    assertThat(Values.render(t, 16, null).isNull()).isTrue();
-    assertThat(Values.render(t, 1007, "{{1,2},{3}").toString()).isEqualTo("\"{{1,2},{3}\""); // malformed: as printed
-    assertThat(Values.render(t, 1009, "{\"a\\\"b\",c}").toString()).isEqualTo("[\"a\\\"b\",\"c\"]");
-    assertThat(Values.render(t, 99999, "whatever").toString()).isEqualTo("\"whatever\""); // never resolved
+    assertThat(Values.text(t, 1184, "2026-10-03 11:44:39.365472+05:30")).isEqualTo("\"2026-10-03T11:44:39.365472+05:30\"");
+    assertThat(Values.text(t, 1184, "1900-01-01 00:00:00-03:06:28")).isEqualTo("\"1900-01-01T00:00:00-03:06:28\"");
+    assertThat(Values.text(t, 1184, "2026-10-03 06:14:39-03")).isEqualTo("\"2026-10-03T06:14:39-03:00\"");
+    assertThat(Values.text(t, 1184, "12345-01-01 00:00:00+00")).isEqualTo("\"12345-01-01T00:00:00+00:00\"");
+    assertThat(Values.text(t, 1114, "infinity")).isEqualTo("\"infinity\"");
+    assertThat(Values.text(t, 16, null)).isEqualTo("null");
+    assertThat(Values.text(t, 1007, "{{1,2},{3}")).isEqualTo("\"{{1,2},{3}\""); // malformed: as printed
+    assertThat(Values.text(t, 1009, "{\"a\\\"b\",c}")).isEqualTo("[\"a\\\"b\",\"c\"]");
+    assertThat(Values.text(t, 99999, "whatever")).isEqualTo("\"whatever\""); // never resolved
+    // json as printed, without the whitespace between tokens; strings (spaces, escapes) kept as they are
+    assertThat(Values.text(t, 114, " { \"a b\" : [ 1 , \"x \\\" } y\" ] ,\n\"c\":\t-1.50e+3 } "))
+        .isEqualTo("{\"a b\":[1,\"x \\\" } y\"],\"c\":-1.50e+3}");
+    // beyond what a reader takes as JSON: the string PostgreSQL printed
+    String deep = "[".repeat(10_001) + "]".repeat(10_001);
+    assertThat(Values.text(t, 3802, deep)).isEqualTo("\"" + deep + "\"");
+    assertThat(Values.text(t, 3802, "[" + "[".repeat(9_999) + "]".repeat(9_999) + "]")).startsWith("[[").endsWith("]]");
+    String longNumber = "1".repeat(200_001);
+    assertThat(Values.text(t, 3802, "[" + longNumber + "]")).isEqualTo("\"[" + longNumber + "]\"");
+    assertThat(Values.text(t, 1700, "1e+20")).isEqualTo("1e+20");
+    assertThat(Values.text(t, 1700, "007x")).isEqualTo("\"007x\"");
+    assertThat(Values.text(t, 20, "-9223372036854775808")).isEqualTo("-9223372036854775808");
+    assertThat(Values.text(t, 1114, "2026-10-03 06:14:39.1234567")).isEqualTo("\"2026-10-03 06:14:39.1234567\"");
+    assertThat(Values.text(t, 1184, "2026-10-03 06:14:39+0")).isEqualTo("\"2026-10-03 06:14:39+0\"");
+  }
+
+  /** Strings are escaped exactly as Jackson escapes them, so an event reads the same as before the writer. */
+  @Test
+  void stringsAreEscapedAsJacksonEscapesThem() throws Exception {
+    ObjectMapper jackson = new ObjectMapper();
+    StringBuilder all = new StringBuilder();
+    for (char ch = 0; ch < 0x100; ch++) {
+      all.append(ch);
+    }
+    all.append("\u20ac\ud83d\ude00\u2028/");
+    for (String s : List.of(all.toString(), "", "plain", "\"\\", "tab\there")) {
+      StringBuilder b = new StringBuilder();
+      Values.string(b, s);
+      assertThat(b.toString()).isEqualTo(jackson.writeValueAsString(s));
+    }
   }
 }
