@@ -28,6 +28,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.postgresql.PGConnection;
@@ -134,6 +135,9 @@ final class Stream {
   private Pointer planned;
   /** Bundles built by the committer, in stream order; one waits while the pusher commits the one before. */
   private final BlockingQueue<Ready> ready = new ArrayBlockingQueue<>(1);
+  /** A stream that delivered a message this recently is flowing: the I/O thread pauses briefly between reads. */
+  private static final long FLOWING_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+  private static final long FLOWING_PAUSE_NANOS = TimeUnit.MICROSECONDS.toNanos(500);
   private PGReplicationStream stream;
   /** The process id of this stream's walsender (the replication connection's backend), 0 before the start. */
   private int walsenderPid;
@@ -339,6 +343,7 @@ final class Stream {
     int ordinal = 0;
     long bytes = 0;
     long lastIdle = System.nanoTime();
+    long lastMessage = lastIdle - FLOWING_NANOS;
     try {
       while (!stopping) {
         applyConfirm();
@@ -352,9 +357,16 @@ final class Stream {
               put(new Idle(w));
             }
           }
-          Thread.sleep(10);
+          // nothing buffered: a short pause while changes are flowing (a transaction every few milliseconds would
+          // otherwise wait up to a full pause each), the usual one when the stream has been quiet for a while
+          if (now - lastMessage < FLOWING_NANOS) {
+            LockSupport.parkNanos(FLOWING_PAUSE_NANOS);
+          } else {
+            Thread.sleep(10);
+          }
           continue;
         }
+        lastMessage = System.nanoTime();
         PgMessage m = codec.decode(buf);
         if (m instanceof PgMessage.Begin b) {
           open = b;
