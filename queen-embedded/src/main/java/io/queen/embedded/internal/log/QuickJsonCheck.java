@@ -160,13 +160,13 @@ final class QuickJsonCheck {
     }
 
     /** A string from its opening quote; counts the bytes of its characters beyond one each. */
-    private boolean string(int maxChars) {
+    private boolean string(int limit) {
       int start = ++i;
       while (i < n) {
         char c = s.charAt(i);
         if (c == '"') {
           i++;
-          return i - start - 1 <= maxChars;
+          return i - start - 1 <= limit;
         }
         if (c == '\\') {
           if (i + 1 >= n) {

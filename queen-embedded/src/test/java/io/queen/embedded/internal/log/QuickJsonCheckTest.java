@@ -56,12 +56,46 @@ class QuickJsonCheckTest {
     assertThatThrownBy(() -> limited.check("[1,2,3,4]", "p")).isInstanceOf(PayloadSerializationException.class);
   }
 
+  /** At a reader's own small limits, the quick pass settles only what is within them and the full check takes the rest. */
+  @Test
+  void smallLimitsAtTheirBoundaries() {
+    ObjectMapper m = JsonMapper.builder().build();
+    m.getFactory().setStreamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(2).maxNumberLength(3)
+        .maxNameLength(4).maxDocumentLength(400).build());
+    JsonCodec small = new JsonCodec(m);
+    QuickJsonCheck q = new QuickJsonCheck(small.constraints());
+    for (String s : List.of("[[1]]", "[[[1]]]", "123", "1234", "-123", "1.25", "{\"abcd\":1}", "{\"abcde\":1}",
+        "{\"ab\\u0041\":1}", "\"" + "x".repeat(96) + "\"", "\"" + "x".repeat(120) + "\"")) {
+      long quick = q.bytes(s);
+      boolean full;
+      try {
+        small.fullCheck(s, "p");
+        full = true;
+      } catch (PayloadSerializationException e) {
+        full = false;
+      }
+      if (quick >= 0) {
+        assertThat(full).as(s).isTrue();
+      }
+    }
+    assertThat(q.bytes("[1]")).isEqualTo(3); // within every limit
+    assertThat(q.bytes("123")).isEqualTo(3);
+    assertThat(q.bytes("1234")).isEqualTo(-1);
+    assertThat(q.bytes("[[1]]")).isEqualTo(-1); // depth 2 is the limit: left to the full check
+    assertThatThrownBy(() -> small.check("[[[1]]]", "p")).isInstanceOf(PayloadSerializationException.class);
+    assertThatThrownBy(() -> small.check("{\"abcde\":1}", "p")).isInstanceOf(PayloadSerializationException.class);
+    // the codec raises a document limit to 64 MiB (what any node may write), so 400 does not hold
+    assertThat(small.constraints().getMaxDocumentLength()).isEqualTo(JsonCodec.MAX_TEXT_BYTES);
+    assertThat(q.bytes("\"" + "x".repeat(120) + "\"")).isEqualTo(122);
+  }
+
   /** Random documents, mutated a character at a time: whatever the quick pass accepts, the full check accepts. */
   @Test
   void neverAcceptsWhatTheFullCheckRefuses() {
     SplittableRandom r = new SplittableRandom(20261206);
     String[] pieces = {"{", "}", "[", "]", ",", ":", "\"", "\\", "\\u", "0", "1", "-", ".", "e", "+", " ", "\n", "t", "true",
-        "null", "a", "\u00e9", "\ud83d", "\ude00", "\u0000", "\u001f", "d800", "dc00", "0000", "00e9", "/", "E"};
+        "null", "a", "\u00e9", "\ud83d", "\ude00", "\u0000", "\u001f", "d800", "dc00", "0000", "00e9", "/", "E", "\t", "\r",
+        "\f", "\u000b", "\u00a0", "\u2028", "\u007f", "\u0085", "false", "\\udc00", "\\ud83d", "\ufeff"};
     int accepted = 0;
     for (int k = 0; k < 200_000; k++) {
       StringBuilder b = new StringBuilder(document(r, 0));

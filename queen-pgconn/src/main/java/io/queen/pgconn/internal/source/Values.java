@@ -187,23 +187,31 @@ final class Values {
     return i - from;
   }
 
-  /** The deepest nesting and the longest number a json/jsonb value may hold to be embedded, not quoted. */
+  /**
+   * The deepest nesting, the longest number and the longest member name (as written) a json/jsonb value may hold to
+   * be embedded, not quoted: the limits its parser had while values were read into trees.
+   */
   private static final int MAX_JSON_DEPTH = 10_000;
   private static final int MAX_JSON_NUMBER = 200_000;
+  private static final int MAX_JSON_NAME = 50_000;
 
   /**
    * A json or jsonb value embedded as it is, without the whitespace between tokens: its numbers keep the digits and
    * scale PostgreSQL printed, and Queen stores the payload as jsonb, which reads it to the same value. A value
-   * nested deeper than {@value #MAX_JSON_DEPTH} levels or with a number longer than {@value #MAX_JSON_NUMBER}
-   * characters is kept as the string PostgreSQL printed (the reader could not take it as JSON).
+   * nested deeper than {@value #MAX_JSON_DEPTH} levels, with a number longer than {@value #MAX_JSON_NUMBER}
+   * characters or a member name longer than {@value #MAX_JSON_NAME} is kept as the string PostgreSQL printed (the
+   * reader could not take it as JSON).
    */
   private static void json(StringBuilder out, String text) {
     int mark = out.length();
     int n = text.length();
     int depth = 0;
     int number = 0;
+    int stringStart = -1;
+    int lastString = 0; // the length of the string just closed, while only whitespace follows it
     boolean inString = false;
-    for (int i = 0; i < n; i++) {
+    boolean tooLong = false;
+    for (int i = 0; i < n && !tooLong; i++) {
       char c = text.charAt(i);
       if (inString) {
         out.append(c);
@@ -211,6 +219,7 @@ final class Values {
           out.append(text.charAt(++i));
         } else if (c == '"') {
           inString = false;
+          lastString = i - stringStart - 1;
         }
         continue;
       }
@@ -218,25 +227,26 @@ final class Values {
         number = 0;
         continue;
       }
+      if (c == ':' && lastString > MAX_JSON_NAME) {
+        tooLong = true; // a member name
+      }
+      lastString = 0;
       if (c == '"') {
         inString = true;
+        stringStart = i;
       } else if (c == '{' || c == '[') {
-        if (++depth > MAX_JSON_DEPTH) {
-          break;
-        }
+        tooLong = ++depth > MAX_JSON_DEPTH;
       } else if (c == '}' || c == ']') {
         depth--;
       }
       number = (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' ? number + 1 : 0;
-      if (number > MAX_JSON_NUMBER) {
-        break;
-      }
+      tooLong |= number > MAX_JSON_NUMBER;
       out.append(c);
       if (c == ',' || c == ':') {
         number = 0;
       }
     }
-    if (depth != 0 || inString || number > MAX_JSON_NUMBER) {
+    if (tooLong || depth != 0 || inString) {
       out.setLength(mark);
       string(out, text);
     }

@@ -252,6 +252,10 @@ class ValuesTest {
     assertThat(Values.text(t, 3802, "[" + "[".repeat(9_999) + "]".repeat(9_999) + "]")).startsWith("[[").endsWith("]]");
     String longNumber = "1".repeat(200_001);
     assertThat(Values.text(t, 3802, "[" + longNumber + "]")).isEqualTo("\"[" + longNumber + "]\"");
+    String longName = "{\"" + "k".repeat(50_001) + "\": 1}";
+    assertThat(Values.text(t, 3802, longName)).startsWith("\"{\\\"kkk"); // a name the reader refuses: as printed
+    String name = "{\"" + "k".repeat(50_000) + "\" : \"" + "v".repeat(60_000) + "\"}";
+    assertThat(Values.text(t, 3802, name)).isEqualTo(name.replace(" ", "")); // long values are fine
     assertThat(Values.text(t, 1700, "1e+20")).isEqualTo("1e+20");
     assertThat(Values.text(t, 1700, "007x")).isEqualTo("\"007x\"");
     assertThat(Values.text(t, 20, "-9223372036854775808")).isEqualTo("-9223372036854775808");
