@@ -150,7 +150,7 @@ final class Values {
   }
 
   /** {@code -?\d+(\.\d+)?([eE][+-]?\d+)?}: how PostgreSQL prints a finite number. */
-  static boolean isNumber(String s) {
+  private static boolean isNumber(String s) {
     int n = s.length();
     int i = s.startsWith("-") ? 1 : 0;
     int digits = digits(s, i);
