@@ -315,6 +315,8 @@ class SourceSnapshotTest {
         {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.k_t", "queue": "k"},
                                                                       {"table": "public.nk_t", "queue": "nk"}]}}""");
     await().atMost(Duration.ofSeconds(30)).until(() -> "no_key".equals(status("nk").errorCode()));
+    // the table and its replica identity as ALTER TABLE names it, not as the catalog codes it
+    assertThat(status("nk").error()).contains("public.nk_t (replica identity default, no primary key)");
     assertThat(rows("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'queen_nk' AND tablename = 'nk_t'"))
         .containsExactly("0");
     sql("UPDATE nk_t SET v = 2 WHERE id = 1"); // the application's own update still works

@@ -146,8 +146,9 @@ final class Registry implements Connectors, ConnectorPlugin {
       String why = Source.publishAddedTables(spec, conn != null && conn.hasPassword()
           ? document.get("connection").get("password").asText() : null, host.dataSource());
       if (why != null) {
-        LOG.info("{} - connector '{}': its tables could not be added to publication {} at the put ({}); its owner adds"
-            + " them when it runs this document, and changes made before that are not streamed", host.nodeId(), name,
+        LOG.warn("{} - connector '{}': publication {} could not be checked for the tables this document adds ({}); the"
+            + " source's owner does it when it runs the document and reports any problem in the status (a table the"
+            + " publication lacked until then has its changes streamed from that point)", host.nodeId(), name,
             spec.publication(), why);
       }
     }

@@ -73,8 +73,8 @@ final class SourceSetup {
             default -> false;
           };
           if (!keyed) {
-            throw new Failed(ErrorCode.SOURCE_NO_KEY, "table " + t.qualifiedName() + " (replica identity '" + identity
-                + "', " + (pk ? "" : "no ") + "primary key)");
+            throw new Failed(ErrorCode.SOURCE_NO_KEY, "table " + t.qualifiedName() + " (replica identity "
+                + identityName(identity) + ", " + (pk ? "" : "no ") + "primary key)");
           }
           if (!t.single() && !t.partitionBy().isEmpty()) {
             partitionColumns(c, t, rs.getLong(1));
@@ -270,6 +270,17 @@ final class SourceSetup {
    * change). Nothing is done for a publication the source does not manage or that does not exist yet (nothing
    * streams from it). Returns null when done, or why not, for a log line: the owner's setup then reports the cause.
    */
+  /** A table's replica identity as ALTER TABLE ... REPLICA IDENTITY names it ({@code pg_class.relreplident}). */
+  static String identityName(String relreplident) {
+    return switch (relreplident) {
+      case "d" -> "default";
+      case "f" -> "full";
+      case "i" -> "using index";
+      case "n" -> "nothing";
+      default -> relreplident;
+    };
+  }
+
   static String publishAddedTables(SourceSpec spec, String password, javax.sql.DataSource queens) {
     if (!spec.managePublication()) {
       return null;

@@ -10,7 +10,8 @@ public enum ErrorCode {
       + " match): give this node the key the other nodes use, or put the document again with the password"),
   CONNECT_FAILED("connect_failed", "cannot reach the target database: check connection.host, port, sslMode and that"
       + " PostgreSQL accepts connections from this node; retried at every re-read"),
-  LOGIN_FAILED("login_failed", "the target database refused the login: check connection.user and password"),
+  LOGIN_FAILED("login_failed", "the database (the sink's target, the source's tables') refused the login: check"
+      + " connection.user and password"),
   DATABASE_MISSING("database_missing", "the server has no database of the name in connection.database: create it or"
       + " fix the document; retried at every re-read"),
   TABLE_MISSING("table_missing", "the sink's table does not exist: create it (the sink never creates or alters it)"),
@@ -20,7 +21,9 @@ public enum ErrorCode {
   METADATA_COLUMN_MISSING("metadata_column_missing", "a column named in sink.metadata does not exist (or is generated):"
       + " add it or fix the document"),
   PROGRESS_TABLE("progress_table", "the sink's tables queen.sink_progress and queen.sink_dead_letters cannot be"
-      + " created or have another shape: create them as the README shows, or grant CREATE on the database"),
+      + " created, read or written, or have another shape: create them as the README shows and grant the sink's role"
+      + " USAGE on schema queen and SELECT, INSERT, UPDATE, DELETE on both, or let it create them (CREATE on the"
+      + " database while schema queen does not exist there, USAGE and CREATE on schema queen once it does)"),
   STATEMENT_INVALID("statement_invalid", "the sql-mode statement does not prepare on the target: fix sink.statement"),
   TRANSIENT("transient", "the target failed in a way that passes (connection lost, deadlock, serialization failure,"
       + " shutdown): retried with back-off; nothing is dead-lettered"),
