@@ -143,6 +143,34 @@ class RegistryTest {
     }
   }
 
+  /**
+   * An application that puts its connectors at every start puts the same documents again: nothing is stored anew
+   * (no new version, so no node restarts the connector), whatever the key order and spacing; a changed field or
+   * password is a change.
+   */
+  @Test
+  void theSameDocumentPutAgainChangesNothing() throws Exception {
+    queen.connectors().put("again", WITH_PASSWORD);
+    long version = version("again");
+    byte[] sealed = sealedPassword("again");
+    queen.connectors().put("again", WITH_PASSWORD);
+    queen.connectors().put("again", """
+        {"sink": {"mode": "upsert", "table": "public.invoices", "queue": "invoices"},
+         "connection": {"sslMode": "disable", "password": "s3cr3t-pw", "user": "postgres", "database": "postgres",
+                        "host": "pg"},
+         "kind": "sink"}""");
+    assertThat(version("again")).as("the same document, twice, keys in another order").isEqualTo(version);
+    assertThat(sealedPassword("again")).isEqualTo(sealed);
+    queen.connectors().put("again", WITH_PASSWORD.replace("s3cr3t-pw", "another-pw"));
+    long passwordChanged = version("again");
+    assertThat(passwordChanged).as("another password").isGreaterThan(version);
+    queen.connectors().put("again", WITH_PASSWORD.replace("\"upsert\"", "\"append\""));
+    assertThat(version("again")).as("another mode").isGreaterThan(passwordChanged);
+    queen.connectors().put("again", OK);
+    assertThat(version("again")).as("no connection block").isGreaterThan(passwordChanged);
+    assertThat(sealedPassword("again")).isNull();
+  }
+
   /** Pausing and resuming without the whole document: the sealed password stays, as every other field. */
   @Test
   void setEnabledPausesAndResumesAndKeepsThePassword() throws Exception {

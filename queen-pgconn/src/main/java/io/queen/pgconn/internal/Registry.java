@@ -119,8 +119,14 @@ final class Registry implements Connectors, ConnectorPlugin {
     }
     String json = stored.toString();
     byte[] s = sealed;
-    sql("put connector", c -> {
+    String password = conn != null && conn.hasPassword() ? document.get("connection").get("password").asText() : null;
+    boolean changed = sql("put connector", c -> {
       refuseMixedCdc(c, name, validated); // in the put's transaction, under a lock: two puts cannot both pass
+      if (sameAsStored(c, name, kind, stored, password)) {
+        // the same document again (an application that puts its connectors at every start): a new version would
+        // restart the connector on every node, with a log line saying it changed
+        return false;
+      }
       // versions come from one sequence, so a document deleted and put again never gets a version a node still
       // runs (a per-row counter restarted at 1, and the other nodes kept running the old document)
       try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed,"
@@ -133,8 +139,12 @@ final class Registry implements Connectors, ConnectorPlugin {
         st.setBytes(4, s);
         st.executeUpdate();
       }
-      return null;
+      return true;
     });
+    if (!changed) {
+      LOG.info("{} - connector '{}' put again unchanged: nothing restarted", host.nodeId(), name);
+      return;
+    }
     if (validated instanceof SinkSpec spec) {
       LOG.info("{} - connector '{}' stored ({} mode, queue '{}')", host.nodeId(), name, spec.mode(), spec.queue());
     } else {
@@ -150,6 +160,42 @@ final class Registry implements Connectors, ConnectorPlugin {
             + " source's owner does it when it runs the document and reports any problem in the status (a table the"
             + " publication lacked until then has its changes streamed from that point)", host.nodeId(), name,
             spec.publication(), why);
+      }
+    }
+  }
+
+  /**
+   * Whether the stored row of {@code name} (locked here until the put's transaction ends) holds this kind, this
+   * document (without its password; compared as JSON values, so key order and spacing do not count) and this
+   * password (opened with this node's key; a stored password this node cannot open counts as different).
+   */
+  private boolean sameAsStored(java.sql.Connection c, String name, String kind, JsonNode document, String password)
+      throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select kind, document::text, password_sealed from " + table
+        + " where name = ? for update")) {
+      st.setString(1, name);
+      try (ResultSet rs = st.executeQuery()) {
+        if (!rs.next() || !kind.equals(rs.getString(1))) {
+          return false;
+        }
+        JsonNode was;
+        try {
+          was = mapper.readTree(rs.getString(2));
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+          return false;
+        }
+        if (!document.equals(was)) {
+          return false;
+        }
+        byte[] sealedWas = rs.getBytes(3);
+        if (sealedWas == null || password == null) {
+          return sealedWas == null && password == null;
+        }
+        try {
+          return password.equals(Sealer.open(key, name, sealedWas));
+        } catch (RuntimeException e) {
+          return false; // sealed under another key: store it again under this one
+        }
       }
     }
   }
