@@ -15,7 +15,8 @@ import java.util.Map;
  *     moment: not read yet, or between owners), {@code streaming}, {@code snapshot}, {@code connecting}, {@code standby}
  *     (another node owns it), {@code waiting_for_slot} (another process holds the slot), {@code error} or
  *     {@code disabled}
- * @param errorCode the last error's code (a closed set, see the queen-pgconn README), or null
+ * @param errorCode the last error's code (a closed set, see the queen-pgconn README), or null; a running sink whose
+ *     queue does not exist yet reads {@code queue_missing} (not a failure: nothing is counted)
  * @param error a sentence that names the fix, or null; never a payload, statement text or password
  * @param counters a sink: {@code applied}, {@code skipped}, {@code dlq}, {@code batches}, {@code errors}; a
  *     source: {@code messages}, {@code transactions}, {@code bundles}, {@code snapshotRows}, {@code truncatesSkipped},

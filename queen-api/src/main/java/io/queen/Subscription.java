@@ -20,6 +20,14 @@ public interface Subscription extends AutoCloseable {
   boolean isRunning();
 
   /**
+   * True while this subscription's queue does not exist: it did not when the subscription started, and no check
+   * since has found it. A pop of an unknown queue returns nothing and creates nothing, so a consumer of a misspelt
+   * queue name would otherwise just wait; it also says so once at WARN. Checked at most once per poll interval,
+   * after pops that found nothing; false from the first check that finds the queue, or the first messages popped.
+   */
+  boolean queueMissing();
+
+  /**
    * Handler runs that returned normally, since start, counted per message. A transactional batch whose bundle
    * found some markers already there is run again message by message (so that only the new ones apply), and those
    * messages are counted once per run: for batch handlers this can exceed the messages delivered. The outcomes are

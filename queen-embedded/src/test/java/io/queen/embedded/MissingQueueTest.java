@@ -63,10 +63,25 @@ class MissingQueueTest {
     List<Integer> seen = new CopyOnWriteArrayList<>();
     try (Subscription s = queen.queue(q).group("late-queue").consume(m -> seen.add(m.payload().get("n").asInt()))) {
       Awaitility.await().pollDelay(Duration.ofMillis(200)).until(() -> true);
+      assertThat(s.queueMissing()).as("the subscription says its queue does not exist").isTrue();
       queen.queue(q).partition("p").push(Map.of("n", 1));
       queen.queue(q).partition("p").push(Map.of("n", 2));
       Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> seen.size() == 2);
+      assertThat(s.queueMissing()).isFalse();
     }
     assertThat(seen).as("a group that subscribed before its queue existed gets its first messages").containsExactly(1, 2);
+  }
+
+  /** The queue created without a message (configure): the watch's check after an empty pop finds it. */
+  @Test
+  void aConsumerOfAMissingQueueSeesItCreatedWithoutAMessage() {
+    try (Subscription s = queen.queue(q).group("g").consume(m -> { })) {
+      assertThat(s.queueMissing()).isTrue();
+      queen.queue(q).configure(c -> c.retryLimit(3));
+      Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> !s.queueMissing());
+    }
+    try (Subscription s = queen.queue(q).group("g2").consume(m -> { })) {
+      assertThat(s.queueMissing()).as("an existing queue").isFalse();
+    }
   }
 }

@@ -52,6 +52,33 @@ class SinkStartChecksTest {
     }
   }
 
+  /**
+   * A sink whose queue does not exist (a misspelt name, or no push yet) is not an error, but it must not read as a
+   * healthy idle sink either: phase running (a readiness check waiting for it must not wait for a push) with code
+   * queue_missing until the queue exists; no error counted.
+   */
+  @Test
+  void aSinkOnAQueueThatDoesNotExistSaysItWaitsForIt(TestDatabase db) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create table if not exists keyed (id text primary key, v int)");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).pollInterval(Duration.ofMillis(100))
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("checked", """
+          {"kind": "sink", "sink": {"queue": "not-pushed-yet", "table": "public.keyed", "mode": "upsert"}}""");
+      await().atMost(Duration.ofSeconds(30)).until(() -> "queue_missing".equals(status(queen).errorCode()));
+      ConnectorStatus waiting = status(queen);
+      assertThat(waiting.phase()).isEqualTo("running");
+      assertThat(waiting.error()).startsWith("queue 'not-pushed-yet': the sink's queue does not exist yet");
+      assertThat(waiting.counters().get("errors")).isZero();
+      queen.queue("not-pushed-yet").partition("a").push(java.util.Map.of("id", "a", "v", 1));
+      await().atMost(Duration.ofSeconds(30)).until(() -> status(queen).errorCode() == null
+          && status(queen).counters().get("applied") == 1);
+      assertThat(status(queen).phase()).isEqualTo("running");
+      assertThat(queen.connectors().delete("checked")).isTrue();
+    }
+  }
+
   /** A database name that the server does not have: its own code, not the progress table's nor a network fault. */
   @Test
   void aDatabaseThatDoesNotExistIsNamedAsSuch(TestDatabase db) throws Exception {

@@ -423,6 +423,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     MissingQueueWatch w = missingQueues.get(s);
     if (w != null && w.afterEmptyPop()) {
       missingQueues.remove(s);
+      s.queueFound();
     }
   }
 

@@ -235,6 +235,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
     SubscriptionImpl s = new SubscriptionImpl(queen, r, partitionsSet ? partitions : 0, concurrency, grace != null ? grace
         : queen.config().closeGrace(), one, many, txOne, txMany, owned, role);
     if (!exists) {
+      s.queueMissingAtStart();
       queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));
     }
     if (owned != null && !ownedExpiryCounts) {

@@ -95,6 +95,8 @@ public final class SubscriptionImpl implements Subscription {
   /** Most partitions one pop may take (the builder's {@code partitions}), or 0: as many as there are idle workers. */
   private final int maxPartitions;
   private final AtomicBoolean running = new AtomicBoolean(true);
+  /** See {@link #queueMissing()}. */
+  private volatile boolean queueMissing;
   private final AtomicBoolean closed = new AtomicBoolean();
   /** Held by {@link #start()} and the first half of a close, which exclude each other. */
   private final Object lifecycle = new Object();
@@ -206,6 +208,21 @@ public final class SubscriptionImpl implements Subscription {
   @Override
   public boolean isRunning() {
     return running.get();
+  }
+
+  @Override
+  public boolean queueMissing() {
+    return queueMissing;
+  }
+
+  /** The queue did not exist when this subscription started ({@link MissingQueueWatch} watches it). */
+  void queueMissingAtStart() {
+    queueMissing = true;
+  }
+
+  /** The watch found the queue. */
+  public void queueFound() {
+    queueMissing = false;
   }
 
   @Override
@@ -321,6 +338,9 @@ public final class SubscriptionImpl implements Subscription {
           queen.afterEmptyPop(this);
           awaitNudge(seen);
           continue;
+        }
+        if (queueMissing) {
+          queueMissing = false; // messages: the queue exists (the watch's own check may come later)
         }
         Set<String> took = dispatch(got, batchShape, take);
         int partitionsGot = took.size();

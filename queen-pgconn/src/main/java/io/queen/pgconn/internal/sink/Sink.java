@@ -249,9 +249,18 @@ public final class Sink {
     counters.put("dlq", dlq.get());
     counters.put("batches", batches.get());
     counters.put("errors", errors.get());
+    String ph = phase;
     ErrorCode code = lastCode;
-    return new ConnectorStatus(spec.name(), "sink", phase, code == null ? null : code.code(),
-        code == null ? null : lastError, counters, lastProgress);
+    String why = lastError;
+    Subscription s = sub;
+    if (code == null && "running".equals(ph) && s != null && s.queueMissing()) {
+      // running, but its queue does not exist (nothing pushed yet, or a misspelt name): the phase stays running (a
+      // readiness check that waits for it must not wait for a push), the code tells an operator it is not healthy
+      code = ErrorCode.QUEUE_MISSING;
+      why = "queue '" + spec.queue() + "': " + code.fix();
+    }
+    return new ConnectorStatus(spec.name(), "sink", ph, code == null ? null : code.code(),
+        code == null ? null : why, counters, lastProgress);
   }
 
   // ------------------------------------------------------------------------------ connections

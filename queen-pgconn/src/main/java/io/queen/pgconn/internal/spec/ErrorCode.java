@@ -24,6 +24,8 @@ public enum ErrorCode {
       + " created, read or written, or have another shape: create them as the README shows and grant the sink's role"
       + " USAGE on schema queen and SELECT, INSERT, UPDATE, DELETE on both, or let it create them (CREATE on the"
       + " database while schema queen does not exist there, USAGE and CREATE on schema queen once it does)"),
+  QUEUE_MISSING("queue_missing", "the sink's queue does not exist yet: the sink runs and reads it from its first push;"
+      + " if messages were expected, check sink.queue (the phase stays running; nothing is counted as an error)"),
   STATEMENT_INVALID("statement_invalid", "the sql-mode statement does not prepare on the target: fix sink.statement"),
   TRANSIENT("transient", "the target failed in a way that passes (connection lost, deadlock, serialization failure,"
       + " shutdown): retried with back-off; nothing is dead-lettered"),
