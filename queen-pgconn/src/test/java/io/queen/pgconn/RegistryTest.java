@@ -161,13 +161,24 @@ class RegistryTest {
          "kind": "sink"}""");
     assertThat(version("again")).as("the same document, twice, keys in another order").isEqualTo(version);
     assertThat(sealedPassword("again")).isEqualTo(sealed);
+    // a JsonNode that holds a long where the stored jsonb reads back an int is the same value
+    com.fasterxml.jackson.databind.node.ObjectNode built = (com.fasterxml.jackson.databind.node.ObjectNode)
+        new com.fasterxml.jackson.databind.ObjectMapper().readTree(WITH_PASSWORD.replace("\"sslMode\"",
+            "\"port\": 5432, \"sslMode\""));
+    queen.connectors().put("again", built);
+    long withPort = version("again");
+    ((com.fasterxml.jackson.databind.node.ObjectNode) built.get("connection")).put("port", 5432L);
+    queen.connectors().put("again", built);
+    assertThat(version("again")).as("5432 as a long").isEqualTo(withPort);
+    version = withPort;
     queen.connectors().put("again", WITH_PASSWORD.replace("s3cr3t-pw", "another-pw"));
     long passwordChanged = version("again");
     assertThat(passwordChanged).as("another password").isGreaterThan(version);
     queen.connectors().put("again", WITH_PASSWORD.replace("\"upsert\"", "\"append\""));
-    assertThat(version("again")).as("another mode").isGreaterThan(passwordChanged);
+    long modeChanged = version("again");
+    assertThat(modeChanged).as("another mode").isGreaterThan(passwordChanged);
     queen.connectors().put("again", OK);
-    assertThat(version("again")).as("no connection block").isGreaterThan(passwordChanged);
+    assertThat(version("again")).as("no connection block").isGreaterThan(modeChanged);
     assertThat(sealedPassword("again")).isNull();
   }
 

@@ -347,7 +347,10 @@ class SourceSnapshotTest {
       assertThat(status("ren-src").phase()).isEqualTo("streaming");
     }
 
-    queen.connectors().put("ren-src", oldDoc); // a restart under the old name
+    // a restart under the old name (the same document put again changes nothing: paused and resumed)
+    queen.connectors().setEnabled("ren-src", false);
+    await().atMost(Duration.ofSeconds(30)).until(() -> status("ren-src").phase().equals("disabled"));
+    queen.connectors().setEnabled("ren-src", true);
     await().atMost(Duration.ofSeconds(30)).until(() -> "table_missing".equals(status("ren-src").errorCode()));
     sql("INSERT INTO ren_t2 VALUES (3, 3)");
     queen.connectors().put("ren-src", oldDoc.replace("public.ren_t\"", "public.ren_t2\""));

@@ -121,12 +121,15 @@ final class Registry implements Connectors, ConnectorPlugin {
     byte[] s = sealed;
     String password = conn != null && conn.hasPassword() ? document.get("connection").get("password").asText() : null;
     boolean changed = sql("put connector", c -> {
-      refuseMixedCdc(c, name, validated); // in the put's transaction, under a lock: two puts cannot both pass
-      if (sameAsStored(c, name, kind, stored, password)) {
+      if (mixes(validated)) {
+        lockMix(c); // before the row's lock, as every put that checks takes them
+      }
+      if (sameAsStored(c, name, kind, json, password)) {
         // the same document again (an application that puts its connectors at every start): a new version would
-        // restart the connector on every node, with a log line saying it changed
+        // restart the connector on every node, with a log line saying it changed; and nothing to refuse
         return false;
       }
+      refuseMixedCdc(c, name, validated); // in the put's transaction, under a lock: two puts cannot both pass
       // versions come from one sequence, so a document deleted and put again never gets a version a node still
       // runs (a per-row counter restarted at 1, and the other nodes kept running the old document)
       try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed,"
@@ -156,7 +159,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       String why = Source.publishAddedTables(spec, conn != null && conn.hasPassword()
           ? document.get("connection").get("password").asText() : null, host.dataSource());
       if (why != null) {
-        LOG.warn("{} - connector '{}': publication {} could not be checked for the tables this document adds ({}); the"
+        LOG.info("{} - connector '{}': publication {} could not be checked for the tables this document adds ({}); the"
             + " source's owner does it when it runs the document and reports any problem in the status (a table the"
             + " publication lacked until then has its changes streamed from that point)", host.nodeId(), name,
             spec.publication(), why);
@@ -166,34 +169,28 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   /**
    * Whether the stored row of {@code name} (locked here until the put's transaction ends) holds this kind, this
-   * document (without its password; compared as JSON values, so key order and spacing do not count) and this
-   * password (opened with this node's key; a stored password this node cannot open counts as different).
+   * document (without its password; compared as jsonb values, so key order, spacing and how a number is written
+   * do not count) and this password (opened with this node's key; a stored password this node cannot open counts
+   * as different).
    */
-  private boolean sameAsStored(java.sql.Connection c, String name, String kind, JsonNode document, String password)
+  private boolean sameAsStored(Connection c, String name, String kind, String documentJson, String password)
       throws SQLException {
-    try (PreparedStatement st = c.prepareStatement("select kind, document::text, password_sealed from " + table
-        + " where name = ? for update")) {
-      st.setString(1, name);
+    try (PreparedStatement st = c.prepareStatement("select kind = ? and document = ?::jsonb, password_sealed from "
+        + table + " where name = ? for update")) {
+      st.setString(1, kind);
+      st.setString(2, documentJson);
+      st.setString(3, name);
       try (ResultSet rs = st.executeQuery()) {
-        if (!rs.next() || !kind.equals(rs.getString(1))) {
+        if (!rs.next() || !rs.getBoolean(1)) {
           return false;
         }
-        JsonNode was;
-        try {
-          was = mapper.readTree(rs.getString(2));
-        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-          return false;
-        }
-        if (!document.equals(was)) {
-          return false;
-        }
-        byte[] sealedWas = rs.getBytes(3);
+        byte[] sealedWas = rs.getBytes(2);
         if (sealedWas == null || password == null) {
           return sealedWas == null && password == null;
         }
         try {
           return password.equals(Sealer.open(key, name, sealedWas));
-        } catch (RuntimeException e) {
+        } catch (io.queen.ConnectorException e) {
           return false; // sealed under another key: store it again under this one
         }
       }
@@ -209,14 +206,25 @@ final class Registry implements Connectors, ConnectorPlugin {
    * event). Checked against the stored documents in the put's transaction, under a transaction-level advisory lock
    * that every such put takes; a producer outside the sources is not seen.
    */
+  /** Whether a put of this document checks the mix of cdc sinks and sources ({@link #refuseMixedCdc}). */
+  private static boolean mixes(Object validated) {
+    return validated instanceof SourceSpec || validated instanceof SinkSpec sk && "cdc".equals(sk.mode());
+  }
+
+  /** The lock under which puts check the mix, held to the end of the put's transaction. */
+  private static void lockMix(Connection c) throws SQLException {
+    try (Statement st = c.createStatement()) {
+      st.execute("select pg_advisory_xact_lock(" + MIX_LOCK + ")");
+    }
+  }
+
   private void refuseMixedCdc(Connection c, String name, Object validated) throws SQLException {
-    boolean cdcSink = validated instanceof SinkSpec sk && "cdc".equals(sk.mode());
-    if (!cdcSink && !(validated instanceof SourceSpec)) {
+    if (!mixes(validated)) {
       return;
     }
     Map<String, JsonNode> stored = new HashMap<>();
+    lockMix(c); // (taken already by the put: a transaction's advisory locks stack)
     try (Statement st = c.createStatement()) {
-      st.execute("select pg_advisory_xact_lock(" + MIX_LOCK + ")");
       try (ResultSet rs = st.executeQuery("select name, document::text from " + table)) {
         while (rs.next()) {
           stored.put(rs.getString(1), read(rs.getString(2)));

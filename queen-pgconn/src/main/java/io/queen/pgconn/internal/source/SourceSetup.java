@@ -270,17 +270,6 @@ final class SourceSetup {
    * change). Nothing is done for a publication the source does not manage or that does not exist yet (nothing
    * streams from it). Returns null when done, or why not, for a log line: the owner's setup then reports the cause.
    */
-  /** A table's replica identity as ALTER TABLE ... REPLICA IDENTITY names it ({@code pg_class.relreplident}). */
-  static String identityName(String relreplident) {
-    return switch (relreplident) {
-      case "d" -> "default";
-      case "f" -> "full";
-      case "i" -> "using index";
-      case "n" -> "nothing";
-      default -> relreplident;
-    };
-  }
-
   static String publishAddedTables(SourceSpec spec, String password, javax.sql.DataSource queens) {
     if (!spec.managePublication()) {
       return null;
@@ -492,5 +481,16 @@ final class SourceSetup {
       throw new IllegalArgumentException("identifier not allowed");
     }
     return "\"" + ident + "\"";
+  }
+
+  /** A table's replica identity as ALTER TABLE ... REPLICA IDENTITY names it ({@code pg_class.relreplident}). */
+  static String identityName(String relreplident) {
+    return switch (relreplident) {
+      case "d" -> "default";
+      case "f" -> "full";
+      case "i" -> "using index";
+      case "n" -> "nothing";
+      default -> relreplident;
+    };
   }
 }
