@@ -171,6 +171,16 @@ class RegistryTest {
     queen.connectors().put("again", built);
     assertThat(version("again")).as("5432 as a long").isEqualTo(withPort);
     version = withPort;
+    // setEnabled writes "enabled" into the stored document; the document without it, put again, is still the same
+    assertThat(queen.connectors().setEnabled("again", false)).isTrue();
+    assertThat(queen.connectors().setEnabled("again", true)).isTrue();
+    long resumed = version("again");
+    queen.connectors().put("again", built);
+    assertThat(version("again")).as("enabled left out, true stored").isEqualTo(resumed);
+    queen.connectors().put("again", built.deepCopy().put("enabled", false));
+    assertThat(version("again")).as("enabled false").isGreaterThan(resumed);
+    queen.connectors().put("again", built);
+    version = version("again");
     queen.connectors().put("again", WITH_PASSWORD.replace("s3cr3t-pw", "another-pw"));
     long passwordChanged = version("again");
     assertThat(passwordChanged).as("another password").isGreaterThan(version);

@@ -170,16 +170,19 @@ final class Registry implements Connectors, ConnectorPlugin {
   /**
    * Whether the stored row of {@code name} (locked here until the put's transaction ends) holds this kind, this
    * document (without its password; compared as jsonb values, so key order, spacing and how a number is written
-   * do not count) and this password (opened with this node's key; a stored password this node cannot open counts
+   * do not count, nor an {@code enabled} left out where true is stored) and this password (opened with this node's key; a stored password this node cannot open counts
    * as different).
    */
   private boolean sameAsStored(Connection c, String name, String kind, String documentJson, String password)
       throws SQLException {
-    try (PreparedStatement st = c.prepareStatement("select kind = ? and document = ?::jsonb, password_sealed from "
-        + table + " where name = ? for update")) {
+    // (enabled is compared with its default filled in: setEnabled writes the field into a document that had none)
+    try (PreparedStatement st = c.prepareStatement("select kind = ? and document - 'enabled' = ?::jsonb - 'enabled'"
+        + " and coalesce((document ->> 'enabled')::boolean, true) = coalesce((?::jsonb ->> 'enabled')::boolean, true),"
+        + " password_sealed from " + table + " where name = ? for update")) {
       st.setString(1, kind);
       st.setString(2, documentJson);
-      st.setString(3, name);
+      st.setString(3, documentJson);
+      st.setString(4, name);
       try (ResultSet rs = st.executeQuery()) {
         if (!rs.next() || !rs.getBoolean(1)) {
           return false;
