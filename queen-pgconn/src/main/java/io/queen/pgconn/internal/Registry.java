@@ -167,18 +167,22 @@ final class Registry implements Connectors, ConnectorPlugin {
     }
   }
 
+  /** SQL: whether the jsonb document {@code doc} is enabled ({@code enabled} left out is true). */
+  private static String enabledIn(String doc) {
+    return "coalesce((" + doc + " ->> 'enabled')::boolean, true)";
+  }
+
   /**
    * Whether the stored row of {@code name} (locked here until the put's transaction ends) holds this kind, this
    * document (without its password; compared as jsonb values, so key order, spacing and how a number is written
-   * do not count, nor an {@code enabled} left out where true is stored) and this password (opened with this node's key; a stored password this node cannot open counts
-   * as different).
+   * do not count, nor an {@code enabled} left out where true is stored, as {@link #setEnabled} writes it) and this
+   * password (opened with this node's key; a stored password this node cannot open counts as different).
    */
   private boolean sameAsStored(Connection c, String name, String kind, String documentJson, String password)
       throws SQLException {
-    // (enabled is compared with its default filled in: setEnabled writes the field into a document that had none)
     try (PreparedStatement st = c.prepareStatement("select kind = ? and document - 'enabled' = ?::jsonb - 'enabled'"
-        + " and coalesce((document ->> 'enabled')::boolean, true) = coalesce((?::jsonb ->> 'enabled')::boolean, true),"
-        + " password_sealed from " + table + " where name = ? for update")) {
+        + " and " + enabledIn("document") + " = " + enabledIn("?::jsonb") + ", password_sealed from " + table
+        + " where name = ? for update")) {
       st.setString(1, kind);
       st.setString(2, documentJson);
       st.setString(3, documentJson);
@@ -315,7 +319,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     boolean[] foundChanged = sql("enable connector", c -> {
       try (PreparedStatement st = c.prepareStatement("with u as (update " + table + " set document = jsonb_set("
           + "document, '{enabled}', to_jsonb(?::boolean)), version = nextval('" + versions + "'), updated_at = now()"
-          + " where name = ? and coalesce(document->'enabled', 'true'::jsonb) is distinct from to_jsonb(?::boolean)"
+          + " where name = ? and " + enabledIn("document") + " is distinct from ?::boolean"
           + " returning 1) select exists (select 1 from " + table + " where name = ?), exists (select 1 from u)")) {
         st.setBoolean(1, enabled);
         st.setString(2, name);
