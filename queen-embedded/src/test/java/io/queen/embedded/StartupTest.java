@@ -59,9 +59,9 @@ class StartupTest {
 
   @Test
   void everyMigratedFunctionKeepsItsPlannerSettings(DataSource ds) throws Exception {
-    // "create or replace function" in a later migration drops the settings of the replaced function: this holds the
-    // final state to what the migrations mean (index probes always; one plan per session, of nested loops, where V5 and
-    // V6 say so)
+    // "create or replace function" drops the settings of the replaced function: this holds the final state to what
+    // the functions need (index probes always; one plan per session, of nested loops, for the hot four)
+    String noJit = "jit=off,max_parallel_workers_per_gather=0";
     try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("plans").start();
         Connection c = ds.getConnection(); Statement st = c.createStatement();
         ResultSet rs = st.executeQuery("select p.proname, p.pronargs, coalesce(array_to_string(p.proconfig, ','), '')"
@@ -69,20 +69,38 @@ class StartupTest {
       Map<String, String> config = new java.util.HashMap<>();
       while (rs.next()) {
         if ("pop".equals(rs.getString(1)) && rs.getInt(2) == 11 || "ack".equals(rs.getString(1)) && rs.getInt(2) == 6) {
-          // V46: the pop and ack of earlier versions' nodes call the new ones, which carry the settings
-          assertThat(rs.getString(3)).as(rs.getString(1) + " of " + rs.getInt(2) + " arguments").isEmpty();
+          // the pop and ack of the shorter argument lists call the current ones, which carry the settings
+          assertThat(rs.getString(3)).as(rs.getString(1) + " of " + rs.getInt(2) + " arguments").isEqualTo(noJit);
           continue;
         }
         config.put(rs.getString(1), rs.getString(3));
       }
       for (String f : List.of("push", "refresh_pending", "retention_step", "kv_put", "kv_incr", "kv_delete", "kv_write_many", "bundle_kv_ack",
           "shrink_lease")) {
-        assertThat(config.get(f)).as(f).isEqualTo("enable_seqscan=off");
+        assertThat(config.get(f)).as(f).isEqualTo("enable_seqscan=off," + noJit);
       }
       for (String f : List.of("push_fast", "push_partition", "ack", "pop")) {
-        assertThat(config.get(f)).as(f)
-            .isEqualTo("enable_seqscan=off,plan_cache_mode=force_generic_plan,enable_hashjoin=off,enable_mergejoin=off");
+        assertThat(config.get(f)).as(f).isEqualTo(
+            "enable_seqscan=off,plan_cache_mode=force_generic_plan,enable_hashjoin=off,enable_mergejoin=off," + noJit);
       }
+    }
+  }
+
+  @Test
+  void noFunctionCanBeJitCompiledOrRunInParallel(DataSource ds) throws Exception {
+    // A server with JIT compiles a statement whose estimate passes jit_above_cost on every run (tens of ms): every
+    // function that reads tables carries jit=off and max_parallel_workers_per_gather=0, whatever else it sets
+    try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("nojit").start();
+        Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select p.oid::regprocedure::text, coalesce(p.proconfig, '{}')"
+            + " @> array['jit=off', 'max_parallel_workers_per_gather=0'] from pg_proc p"
+            + " where p.pronamespace = 'nojit'::regnamespace and p.provolatile <> 'i' order by 1")) {
+      int functions = 0;
+      while (rs.next()) {
+        functions++;
+        assertThat(rs.getBoolean(2)).as(rs.getString(1)).isTrue();
+      }
+      assertThat(functions).isGreaterThan(20);
     }
   }
 

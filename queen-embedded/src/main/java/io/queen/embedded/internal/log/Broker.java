@@ -716,7 +716,7 @@ public final class Broker {
     long removed = 0;
     for (int chunk = 0; chunk < maxChunks; chunk++) {
       int n = Sql.inTransaction(ds, "remove old push receipts", c -> {
-        throughKeys(c);
+        Sql.indexPlansOnly(c); // receipts through their key: a table a vacuum found empty is taken for one row
         try (PreparedStatement st = c.prepareStatement("delete from " + quotedSchema + ".push_receipts where anchor in"
             + " (select anchor from " + quotedSchema + ".push_receipts where anchor < ? order by anchor limit ?)")) {
           st.setObject(1, bound);
@@ -742,7 +742,7 @@ public final class Broker {
    */
   public static ReceiptsLeft receiptsLeft(DataSource ds, String quotedSchema) {
     return Sql.inTransaction(ds, "read the push receipts left", c -> {
-      throughKeys(c);
+      Sql.indexPlansOnly(c); // receipts through their key: a table a vacuum found empty is taken for one row
       try (PreparedStatement st = c.prepareStatement("select greatest(c.reltuples, 0)::bigint,"
           + " (select r.anchor from " + quotedSchema + ".push_receipts r order by r.anchor limit 1)"
           + " from pg_class c where c.oid = ?::regclass")) {
@@ -756,16 +756,6 @@ public final class Broker {
         }
       }
     });
-  }
-
-  /**
-   * Receipts are read through their primary key whatever the statistics say (a table a vacuum found empty is taken
-   * for one row): sequential scans off for the rest of the transaction.
-   */
-  private static void throughKeys(Connection c) throws SQLException {
-    try (java.sql.Statement s = c.createStatement()) {
-      s.execute("set local enable_seqscan = off");
-    }
   }
 
   /** The Unix time in milliseconds in a generated id's first 48 bits (see {@link #timeOrderedUuid}). */

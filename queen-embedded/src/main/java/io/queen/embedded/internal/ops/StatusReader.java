@@ -62,7 +62,9 @@ public final class StatusReader {
    * transaction).
    */
   List<GroupLag> lag(Connection c) throws SQLException {
-    indexesOnly(c);
+    // Cursors are read through the partial index cursors_ready only: with statistics taken while most cursors had
+    // work, the planner would cost a scan of every cursor row as cheaper, every GroupWatch period (StatusPlansTest).
+    Sql.indexPlansOnly(c);
     List<GroupLag> out = new ArrayList<>();
     try (PreparedStatement st = c.prepareStatement(lagSql); ResultSet rs = st.executeQuery()) {
       while (rs.next()) {
@@ -78,20 +80,6 @@ public final class StatusReader {
     return Sql.inTransaction(ds, "group lag", this::lag);
   }
 
-  /**
-   * Turns sequential scans off for the rest of the caller's transaction. The reads here are bounded by the cursors
-   * that have work only through the partial index {@code cursors_ready} (and the leases, which only such cursors hold):
-   * with statistics taken while most cursors had work (a backlog over every partition, drained since), the planner
-   * costs a sequential scan of every cursor row as cheaper, and every node then read all of them every
-   * {@link GroupWatch#PERIOD_MS}: 60-95 ms at 200,000 cursors, growing with the partitions a source or an application
-   * ever made ({@code StatusPlansTest}). The index costs in proportion to the cursors that have work.
-   */
-  private static void indexesOnly(Connection c) throws SQLException {
-    try (PreparedStatement st = c.prepareStatement("set local enable_seqscan = off")) {
-      st.execute();
-    }
-  }
-
   public Status read() {
     return Sql.inTransaction(ds, "status", this::read);
   }
@@ -101,7 +89,7 @@ public final class StatusReader {
     try (PreparedStatement iso = c.prepareStatement("set transaction isolation level repeatable read read only")) {
       iso.execute();
     }
-    indexesOnly(c);
+    Sql.indexPlansOnly(c);
     Instant now;
     try (PreparedStatement st = c.prepareStatement("select now()"); ResultSet rs = st.executeQuery()) {
       rs.next();

@@ -334,9 +334,10 @@ final class SourceSetup {
   }
 
   static Slot slot(Connection c, String slot) throws SQLException {
-    try (PreparedStatement st = c.prepareStatement("select confirmed_flush_lsn::text, wal_status, invalidation_reason,"
-        + " active_pid, plugin, database is distinct from current_database(), failover from pg_replication_slots"
-        + " where slot_name = ?")) {
+    // invalidation_reason and failover are PostgreSQL 17's columns: read through the row's jsonb, null before 17
+    try (PreparedStatement st = c.prepareStatement("select confirmed_flush_lsn::text, wal_status,"
+        + " to_jsonb(s) ->> 'invalidation_reason', active_pid, plugin, database is distinct from current_database(),"
+        + " coalesce((to_jsonb(s) ->> 'failover')::boolean, false) from pg_replication_slots s where slot_name = ?")) {
       st.setString(1, slot);
       try (ResultSet rs = st.executeQuery()) {
         if (!rs.next()) {
@@ -402,9 +403,9 @@ final class SourceSetup {
       return idle;
     }
     try (PreparedStatement st = c.prepareStatement("select n, case when s.slot_name is null then 'missing'"
-        + " when s.invalidation_reason is not null then 'invalidated' else 'inactive' end"
+        + " when to_jsonb(s) ->> 'invalidation_reason' is not null then 'invalidated' else 'inactive' end"
         + " from unnest(?::text[]) n left join pg_replication_slots s on s.slot_name = n and s.slot_type = 'physical'"
-        + " where s.slot_name is null or s.invalidation_reason is not null or s.active_pid is null")) {
+        + " where s.slot_name is null or to_jsonb(s) ->> 'invalidation_reason' is not null or s.active_pid is null")) {
       st.setArray(1, c.createArrayOf("text", names.toArray()));
       try (ResultSet rs = st.executeQuery()) {
         while (rs.next()) {

@@ -39,13 +39,14 @@ final class StandbyGate {
   /** Nothing to confirm. */
   static final long NONE = -1;
 
+  /** invalidation_reason is PostgreSQL 17's column: read through the row's jsonb, so the statement parses before 17. */
   private static final String LEVEL = "select (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8,"
       + " current_setting('synchronized_standby_slots', true),"
-      + " (select (min(restart_lsn) - '0/0'::pg_lsn)::int8 from pg_replication_slots"
-      + "   where slot_type = 'physical' and slot_name = any(?) and invalidation_reason is null),"
-      + " (select count(*) from pg_replication_slots"
+      + " (select (min(restart_lsn) - '0/0'::pg_lsn)::int8 from pg_replication_slots s"
+      + "   where slot_type = 'physical' and slot_name = any(?) and to_jsonb(s) ->> 'invalidation_reason' is null),"
+      + " (select count(*) from pg_replication_slots s"
       + "   where slot_type = 'physical' and slot_name = any(?) and restart_lsn is not null"
-      + "   and invalidation_reason is null)";
+      + "   and to_jsonb(s) ->> 'invalidation_reason' is null)";
 
   private final DataSource queenDb;
   /** The slots waited for: the setting as last read (it is read with every level, so a change counts at once). */
@@ -81,8 +82,8 @@ final class StandbyGate {
     boolean failoverSlotHere;
     try (Connection c = queenDb.getConnection();
         PreparedStatement st = c.prepareStatement("select current_setting('synchronized_standby_slots', true),"
-            + " exists (select 1 from pg_replication_slots where slot_name = ? and failover"
-            + " and database = current_database())")) {
+            + " exists (select 1 from pg_replication_slots s where slot_name = ?"
+            + " and (to_jsonb(s) ->> 'failover')::boolean and database = current_database())")) {
       st.setString(1, sourceSlot);
       try (ResultSet rs = st.executeQuery()) {
         rs.next();
