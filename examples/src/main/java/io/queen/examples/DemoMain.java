@@ -9,6 +9,10 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -17,13 +21,15 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
 
 /**
  * The main demo: push to a few partitions, consume with a consumer group, watch a failing message go
  * through its retries into the dead-letter queue, and (once the KV store is there) commit a marker, a
  * push and an ack together with {@code once()}.
  *
- * <p>Runs against {@code QUEEN_JDBC_URL} when set, else an embedded PostgreSQL 17.
+ * <p>Runs against {@code QUEEN_JDBC_URL} when set, else an embedded PostgreSQL 17. The source connector's part needs
+ * PostgreSQL 17 or later with {@code wal_level=logical}; on another server it is skipped with the reason.
  */
 public final class DemoMain {
   private DemoMain() {}
@@ -91,12 +97,30 @@ public final class DemoMain {
       SinkDemo.run(queen, db.dataSource(), DemoMain::say);
 
       // 7. a table streamed into a queue through logical replication, and back into a table (the seed's Try it)
-      SourceDemo.run(queen, db.dataSource(), DemoMain::say);
+      String notForTheSource = whyNoSource(db.dataSource());
+      if (notForTheSource == null) {
+        SourceDemo.run(queen, db.dataSource(), DemoMain::say);
+      } else {
+        say("source connector skipped: it needs PostgreSQL 17 or later with wal_level=logical; " + notForTheSource);
+      }
 
       queen.status().queues().forEach(qs -> qs.groups().forEach(g -> say("status: queue " + qs.name() + ", "
           + (g.name().equals(Queen.DEFAULT_GROUP) ? "the queue's default group" : "group " + g.name()) + ": lag "
           + g.lag() + ", dead letters " + g.deadLetters())));
       say("done");
+    }
+  }
+
+  /** Null when the server can run the source connector; else what it lacks. */
+  private static String whyNoSource(DataSource ds) throws SQLException {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("select current_setting('server_version_num')::int,"
+            + " current_setting('server_version'), current_setting('wal_level')")) {
+      rs.next();
+      if (rs.getInt(1) < 170000 || !rs.getString(3).equals("logical")) {
+        return "this server is PostgreSQL " + rs.getString(2) + " with wal_level=" + rs.getString(3);
+      }
+      return null;
     }
   }
 
