@@ -316,18 +316,23 @@ public final class QueenBenchmark {
     }
   }
 
+  /** What {@link JitCheck} found, printed after the table. */
+  private final List<String> jitLines = new ArrayList<>();
+
   private int run() throws Exception {
     long started = System.nanoTime();
     PostgresServer server = PostgresServer.get();
     say("Queen benchmark, run " + runId);
     say("PostgreSQL: " + server.describe() + " (fsync=" + server.setting("fsync") + ", synchronous_commit="
-        + server.setting("synchronous_commit") + ", shared_buffers=" + server.setting("shared_buffers") + ")");
+        + server.setting("synchronous_commit") + ", shared_buffers=" + server.setting("shared_buffers") + ", jit="
+        + server.setting("jit") + ")");
     say("Machine: " + Runtime.getRuntime().availableProcessors() + " cores, Java " + System.getProperty("java.version") + ", "
         + System.getProperty("os.name") + " " + System.getProperty("os.arch"));
     say("Threads per side: " + THREADS + "; warm-up " + options.warmup().toMillis() / 1000.0 + " s; window "
         + options.window().toMillis() / 1000.0 + " s; scale " + options.scale() + "; figures: " + String.join(", ", options.only()));
     try {
       db = server.createDatabase("bench");
+      JitCheck jitCheck = JitCheck.prepare(db);
       queenPool = db.newDataSource(16);
       rawPool = db.newDataSource(Math.max(THREADS, HOT_THREADS) + 1);
       try (Connection c = db.connection(); Statement s = c.createStatement()) {
@@ -377,10 +382,15 @@ public final class QueenBenchmark {
           e.printStackTrace(System.out);
         }
       }
+      if (queen != null) {
+        queen.close(); // its last statements count too
+      }
+      jitLines.addAll(jitCheck.report(db, failures));
     } finally {
       closeAll();
     }
     printTable();
+    jitLines.forEach(QueenBenchmark::say);
     say(String.format(Locale.ROOT, "Total time %.1f s", (System.nanoTime() - started) / 1e9));
     for (String f : failures) {
       say("FAILED " + f);
