@@ -70,6 +70,10 @@ public interface ConsumerBuilder {
    * named group then reads the queue from its first message, since all of it was pushed after this call.
    * A round that fails (the database unreachable, say) is retried after a backoff that doubles from 50 ms
    * up to four poll intervals, and resets after a round that works.
+   *
+   * <p>A handler that acknowledges its message itself, in a bundle it commits on the same thread (typically
+   * {@code queen.transaction().ack(msg).commit(connection)} inside the application's own transaction), is not
+   * acknowledged again by the loop.
    */
   Subscription consume(MessageHandler handler);
 

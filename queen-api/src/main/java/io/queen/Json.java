@@ -4,7 +4,9 @@ import java.util.Objects;
 
 /**
  * JSON text to be stored as it is (after Queen has checked that it parses). Use it to push a payload
- * you already hold as JSON, instead of a {@code String} (which would be stored as a JSON string).
+ * you already hold as JSON. A plain {@code String} is stored as a JSON string, except one that holds the JSON
+ * text of an object or an array: that is refused with a {@link PayloadSerializationException} pointing here,
+ * since it is nearly always a {@code Json.of(...)} forgotten.
  *
  * @param text the JSON document
  */

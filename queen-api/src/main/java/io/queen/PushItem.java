@@ -7,7 +7,9 @@ import java.util.Objects;
  * the partition) and trace id. Immutable; the {@code with}-style methods return copies.
  *
  * <p>The payload is any Jackson-serialisable object, a {@code JsonNode}, or a {@link Json} wrapper
- * around JSON text. A plain {@code String} is serialised as a JSON string.
+ * around JSON text. A plain {@code String} is serialised as a JSON string; one that holds the JSON text of an
+ * object or array is refused at the push (wrap it in {@link Json#of}, or pass a {@code TextNode} to really store
+ * such text as a string).
  *
  * @param queue the queue, or {@code null} to use the queue of the call that pushes it
  * @param partition the partition name ({@link Queen#DEFAULT_PARTITION} when created with {@link #of(Object)})

@@ -68,7 +68,42 @@ public interface Transaction {
   /** Reads keys inside the transaction (results in {@link CommitResult#reads()}). */
   Transaction getMany(String namespace, Collection<String> keys);
 
-  /** Commits as Queen's own transaction. */
+  /**
+   * The JDBC connection of this very transaction, for a transactional handler's own SQL: what the handler
+   * writes on it, the bundle's pushes, KV writes and the message's acknowledgement commit as one PostgreSQL
+   * transaction, or none of it does.
+   *
+   * <pre>{@code
+   * queen.queue("orders").group("fulfilment").consumeInTransaction((msg, tx) -> {
+   *   try (PreparedStatement st = tx.connection().prepareStatement(
+   *       "insert into shipments (order_id, address) values (?, ?)")) {
+   *     st.setLong(1, msg.payload().get("id").asLong());
+   *     st.setString(2, msg.payload().get("address").asText());
+   *     st.executeUpdate();
+   *   }
+   *   tx.once("fulfilment", "shipped:" + msg.payload().get("id").asLong(), Kv.ttl(Duration.ofDays(7)).required());
+   * });
+   * }</pre>
+   *
+   * <p>Available on the transaction the consume loop hands a {@link TransactionalHandler} or
+   * {@link TransactionalBatchHandler}. The connection comes from Queen's {@code DataSource} on the first call
+   * (so a handler that never asks holds none), in a transaction at READ COMMITTED; it stays the handler's until
+   * the loop commits or rolls back, then goes back to the pool. Each concurrent handler that asks holds one, so
+   * give Queen's pool at least {@code concurrency} connections more than it needs otherwise. When the bundle does
+   * not commit (a marker already there, a lost lease, the handler throws), the handler's own statements are rolled
+   * back with it. The handler must not commit, roll back, change auto-commit or close the connection: those
+   * calls throw {@link IllegalStateException} (closing is allowed and does nothing). Savepoints are the handler's
+   * to use.
+   *
+   * @throws IllegalStateException on a transaction from {@link Queen#transaction()}: run your SQL on your own
+   *     connection and join the bundle to it with {@link #commit(Connection)}; or after the commit
+   */
+  Connection connection();
+
+  /**
+   * Commits as Queen's own transaction. A bundle whose {@link #connection()} was taken commits on that connection,
+   * with what the handler wrote on it, and is not retried (the handler's statements cannot be run again here).
+   */
   CommitResult commit();
 
   /**

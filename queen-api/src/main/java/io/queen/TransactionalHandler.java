@@ -1,14 +1,19 @@
 package io.queen;
 
 /**
- * Handles one message of a subscription inside a transaction the consume loop commits: the handler adds
- * its effects to {@code tx} (pushes, KV writes such as an idempotency marker) and returns; the loop adds
- * the message's acknowledgement to the same bundle and commits it. The effect, the marker and the
- * cursor advance are one PostgreSQL commit.
+ * Handles one message of a subscription inside a transaction the consume loop commits: the handler writes
+ * its own rows on {@link Transaction#connection() tx.connection()} and adds its other effects to {@code tx}
+ * (pushes, KV writes such as an idempotency marker) and returns; the loop adds the message's acknowledgement
+ * to the same bundle and commits it. The handler's rows, the effect, the marker and the cursor advance are one
+ * PostgreSQL commit.
  *
  * <pre>{@code
  * queen.queue("orders").group("billing").consumeInTransaction((msg, tx) -> {
  *   Order order = msg.payload(Order.class);
+ *   try (PreparedStatement st = tx.connection().prepareStatement("insert into charges (order_id) values (?)")) {
+ *     st.setLong(1, order.id());
+ *     st.executeUpdate();
+ *   }
  *   tx.once("billing", "charged:" + order.id(), Kv.ttl(Duration.ofDays(7)).required())
  *     .push("receipts", msg.partition(), receiptFor(order));
  * });
@@ -41,8 +46,9 @@ package io.queen;
  *       redelivered and its marker tells whether the first commit happened.
  * </ul>
  *
- * <p>The handler must not commit {@code tx} itself, nor acknowledge the message in it. The lease is
- * renewed while the handler runs.
+ * <p>In every case where nothing of the bundle applies, what the handler wrote on {@code tx.connection()} is rolled
+ * back with it. The handler must not commit {@code tx} itself, nor acknowledge the message in it, nor end the
+ * transaction of {@code tx.connection()}. The lease is renewed while the handler runs.
  */
 @FunctionalInterface
 public interface TransactionalHandler {

@@ -90,8 +90,8 @@ public final class DemoMain {
       queen.ack(audit, AckStatus.COMPLETED, null);
       say("group audit popped and acked " + audit.size() + " messages on its own cursor");
 
-      // 5. one transaction: a marker, a push and an ack commit together or not at all
-      OnceDemo.run(queen, DemoMain::say);
+      // 5. one transaction: a row of the application's table, a marker, a push and an ack commit together or not at all
+      OnceDemo.run(queen, db.dataSource(), DemoMain::say);
 
       // 6. a queue written into a table by a sink connector, exactly once
       SinkDemo.run(queen, db.dataSource(), DemoMain::say);

@@ -164,4 +164,28 @@ class PayloadLimitsTest {
     assertThat(got.get(0).payload().textValue()).isEqualTo("\\u0000");
     assertThat(got.get(1).payload().textValue()).isEqualTo("\ud83d\ude00");
   }
+
+  @Test
+  void aStringHoldingJsonOfAnObjectOrArrayIsRefusedWithTheFix() throws Exception {
+    for (String text : List.of("{\"id\":1}", "  [1, 2]\n")) {
+      assertThatThrownBy(() -> queen.queue(q).push(text)).isInstanceOf(PayloadSerializationException.class)
+          .hasMessageStartingWith("items[0].payload is a String that holds the JSON text of an")
+          .hasMessageContaining("Json.of(text)").hasMessageContaining("TextNode");
+    }
+    assertThatThrownBy(() -> queen.kv().put("ns", "j", "{\"a\":1}", Kv.forever()))
+        .isInstanceOf(PayloadSerializationException.class).hasMessageContaining("Json.of(text)");
+    assertThatThrownBy(() -> queen.transaction().push(q, "p", "[1]"))
+        .isInstanceOf(PayloadSerializationException.class).hasMessageStartingWith("operations[0].payload");
+    assertThat(storedMessages()).isZero();
+    assertThat(queen.kv().get("ns", "j").found()).isFalse();
+
+    // what is meant: the JSON itself, or such text as a string on purpose; and strings that only look like JSON
+    queen.queue(q).push(Json.of("{\"id\":1}"));
+    queen.queue(q).push(JsonNodeFactory.instance.textNode("{\"id\":1}"));
+    queen.queue(q).push("{not json}");
+    queen.queue(q).push("plain text");
+    List<Message> got = queen.queue(q).consumer().batch(10).autoAck(true).pop();
+    assertThat(got).extracting(m -> m.payload().toString())
+        .containsExactly("{\"id\":1}", "\"{\\\"id\\\":1}\"", "\"{not json}\"", "\"plain text\"");
+  }
 }

@@ -31,8 +31,8 @@ final class Extensions {
     return new KvImpl(q.dataSource(), store, q::checkConnectorsOpen);
   }
 
-  static Transaction transaction(QueenImpl q, KvStore store) {
-    return new TransactionImpl(q.broker(), store, q.broker()::afterCommit, q::checkOpen);
+  static TransactionImpl transaction(QueenImpl q, KvStore store, boolean forHandler) {
+    return new TransactionImpl(q.broker(), store, q.broker()::afterCommit, q::checkOpen, forHandler);
   }
 
   /** The janitor: expired KV rows, one node at a time (the sweeper takes an advisory lock per batch). */

@@ -19,6 +19,7 @@ import io.queen.Transaction;
 import io.queen.embedded.internal.consume.ConsumerNode;
 import io.queen.embedded.internal.consume.MissingQueueWatch;
 import io.queen.embedded.internal.consume.SubscriptionImpl;
+import io.queen.embedded.internal.tx.TransactionImpl;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.JsonCodec;
 import io.queen.embedded.internal.log.Metrics;
@@ -511,7 +512,13 @@ public final class QueenImpl implements Queen, ConsumerNode {
   @Override
   public Transaction transaction() {
     checkOpen();
-    return Extensions.transaction(this, kvStore);
+    return Extensions.transaction(this, kvStore, false);
+  }
+
+  @Override
+  public TransactionImpl handlerTransaction() {
+    checkOpen();
+    return Extensions.transaction(this, kvStore, true);
   }
 
   @Override

@@ -4,6 +4,7 @@ import io.queen.Transaction;
 import io.queen.embedded.internal.QueenConfig;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.Wakeups;
+import io.queen.embedded.internal.tx.TransactionImpl;
 import java.util.concurrent.ScheduledExecutorService;
 
 /**
@@ -29,8 +30,14 @@ public interface ConsumerNode {
   /** A consumer worker thread, from the application's thread factory when it gave one. */
   Thread newThread(String role, Runnable r);
 
-  /** A transaction bundle on this node ({@code consumeInTransaction}). */
+  /** A transaction bundle on this node. */
   Transaction transaction();
+
+  /**
+   * The bundle a transactional handler gets: its {@code connection()} may be taken, and the caller closes it once the
+   * handler's message is settled.
+   */
+  TransactionImpl handlerTransaction();
 
   /** Throws {@code BrokerClosedException} once the node is closed. */
   void checkOpen();

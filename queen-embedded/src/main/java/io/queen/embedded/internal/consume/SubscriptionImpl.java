@@ -20,6 +20,8 @@ import io.queen.TransactionalHandler;
 import io.queen.embedded.internal.LogThrottle;
 import io.queen.embedded.internal.Sql;
 import io.queen.embedded.internal.log.Broker;
+import io.queen.embedded.internal.log.HandlerAcks;
+import io.queen.embedded.internal.tx.TransactionImpl;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -567,10 +569,16 @@ public final class SubscriptionImpl implements Subscription {
     return true;
   }
 
-  /** MessageHandler: run in order per partition, then acknowledge what ran in one call. */
+  /**
+   * MessageHandler: run in order per partition, then acknowledge what ran in one call.
+   *
+   * <p>A failed message's partition stops there, and its lease is given back after the acknowledgement: a failure that dead-letters the message (no retries left) moves the cursor past it but
+   * keeps the lease over the rest of the batch, which would otherwise wait, unhandled, for the lease to expire.
+   */
   private boolean runEach(Map<Long, List<Message>> byPartition, List<Message> heads, Unit unit) {
     List<Broker.AckRequest> acks = new ArrayList<>();
     List<Message> giveBack = new ArrayList<>();
+    List<Message> failedAt = new ArrayList<>();
     for (List<Message> part : byPartition.values()) {
       for (Message m : part) {
         if (stopping()) {
@@ -578,10 +586,15 @@ public final class SubscriptionImpl implements Subscription {
           break;
         }
         long t0 = System.nanoTime();
+        HandlerAcks.begin();
         try {
           one.handle(m);
           queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-          acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+          if (HandlerAcks.end().contains(m)) {
+            count(acked, "acked", 1); // the handler's own commit acknowledged it (commit(connection) with ack(m))
+          } else {
+            acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+          }
           handled.incrementAndGet();
         } catch (DeadLetterException d) {
           queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
@@ -594,17 +607,20 @@ public final class SubscriptionImpl implements Subscription {
             count(failed, "failed", 1);
             logFailure(m, t);
             acks.add(new Broker.AckRequest(m, AckStatus.FAILED, describe(t)));
+            failedAt.add(m);
           }
           break; // the rest of this partition comes again after it
         }
       }
     }
+    HandlerAcks.end(); // a handler that threw: whatever it committed, its failure is settled below
     if (giveBack.isEmpty() && !acks.isEmpty() && acks.stream().allMatch(a -> a.status() == AckStatus.COMPLETED)
         && settleAsync(acks, heads, unit)) {
       return true;
     }
     settle(acks);
     giveBack(giveBack);
+    giveBack(failedAt);
     return false;
   }
 
@@ -612,14 +628,24 @@ public final class SubscriptionImpl implements Subscription {
   private boolean runMany(List<Message> batch, List<Message> heads, Unit unit) {
     List<Broker.AckRequest> acks = new ArrayList<>(batch.size());
     long t0 = System.nanoTime();
+    HandlerAcks.begin();
     try {
       many.handle(batch);
       queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
+      Set<Message> ackedByHandler = HandlerAcks.end();
       for (Message m : batch) {
-        acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+        if (ackedByHandler.contains(m)) {
+          count(acked, "acked", 1); // the handler's own commit acknowledged it
+        } else {
+          acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
+        }
       }
       handled.addAndGet(batch.size());
+      if (acks.isEmpty()) {
+        return false;
+      }
     } catch (Throwable t) {
+      HandlerAcks.end();
       queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
       if (!running.get()) {
         giveBack(heads);
@@ -687,41 +713,52 @@ public final class SubscriptionImpl implements Subscription {
         giveBack(List.of(part.get(0)));
         return;
       }
-      Transaction tx = transactionOrNull();
+      TransactionImpl tx = transactionOrNull();
       if (tx == null) {
         giveBack(List.of(part.get(0)));
         return;
       }
-      long t0 = System.nanoTime();
       try {
-        handler.handle(m, tx);
-        queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-        handled.incrementAndGet();
-      } catch (DeadLetterException d) {
-        queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-        if (!settle(List.of(new Broker.AckRequest(m, AckStatus.DEAD_LETTER, describe(d))))) {
+        if (runTx(m, part, handler, tx) == Next.STOP) {
           return;
         }
-        continue; // nothing of its bundle applies; the partition goes on
-      } catch (Throwable t) {
-        queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-        if (!running.get()) {
-          giveBack(List.of(part.get(0)));
-        } else {
-          fail(m, t);
-        }
-        return;
-      }
-      if (commit(tx, List.of(m), List.of(part.get(0))) == Next.STOP) {
-        return;
+      } finally {
+        tx.close(); // the handler's connection, if it took one, back to the pool
       }
     }
   }
 
-  /** A transaction for a handler, or null once the node has closed (a worker that outlived the grace period). */
-  private Transaction transactionOrNull() {
+  /** One message of {@link #runTxEach}: the handler, then its bundle with the ack. */
+  private Next runTx(Message m, List<Message> part, TransactionalHandler handler, TransactionImpl tx) {
+    long t0 = System.nanoTime();
     try {
-      return queen.transaction();
+      handler.handle(m, tx);
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
+      handled.incrementAndGet();
+    } catch (DeadLetterException d) {
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+      tx.close(); // nothing of its bundle applies, the handler's statements included
+      if (!settle(List.of(new Broker.AckRequest(m, AckStatus.DEAD_LETTER, describe(d))))) {
+        return Next.STOP;
+      }
+      return Next.CONTINUE; // the partition goes on
+    } catch (Throwable t) {
+      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+      tx.close();
+      if (!running.get()) {
+        giveBack(List.of(part.get(0)));
+      } else {
+        fail(m, t);
+      }
+      return Next.STOP;
+    }
+    return commit(tx, List.of(m), List.of(part.get(0)));
+  }
+
+  /** A transaction for a handler, or null once the node has closed (a worker that outlived the grace period). */
+  private TransactionImpl transactionOrNull() {
+    try {
+      return queen.handlerTransaction();
     } catch (BrokerClosedException e) {
       return null;
     }
@@ -729,11 +766,20 @@ public final class SubscriptionImpl implements Subscription {
 
   /** TransactionalBatchHandler: one bundle for the batch and its acknowledgement. */
   private void runTxBatch(List<Message> batch, Map<Long, List<Message>> byPartition, List<Message> heads) {
-    Transaction tx = transactionOrNull();
+    TransactionImpl tx = transactionOrNull();
     if (tx == null) {
       giveBack(heads);
       return;
     }
+    try {
+      runTxBatch(batch, byPartition, heads, tx);
+    } finally {
+      tx.close();
+    }
+  }
+
+  private void runTxBatch(List<Message> batch, Map<Long, List<Message>> byPartition, List<Message> heads,
+      TransactionImpl tx) {
     long t0 = System.nanoTime();
     try {
       txMany.handle(batch, tx);
@@ -741,6 +787,7 @@ public final class SubscriptionImpl implements Subscription {
       handled.addAndGet(batch.size());
     } catch (Throwable t) {
       queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
+      tx.close(); // nothing of its bundle applies, the handler's statements included
       if (!running.get()) {
         giveBack(heads);
       } else {
@@ -749,6 +796,7 @@ public final class SubscriptionImpl implements Subscription {
       return;
     }
     CommitResult res = commitOrNull(tx, batch, heads);
+    tx.close();
     if (res == null || res.success()) {
       return;
     }
@@ -907,6 +955,7 @@ public final class SubscriptionImpl implements Subscription {
     count(failed, "failed", 1);
     logFailure(m, t);
     settle(List.of(new Broker.AckRequest(m, AckStatus.FAILED, describe(t))));
+    giveBack(List.of(m)); // a dead-lettering failure keeps the lease over the rest of the batch (see runEach)
   }
 
   /**
@@ -922,6 +971,7 @@ public final class SubscriptionImpl implements Subscription {
       acks.add(new Broker.AckRequest(h, AckStatus.FAILED, describe(t)));
     }
     settle(acks);
+    giveBack(heads); // a dead-lettering failure keeps the lease over the rest of the batch (see runEach)
   }
 
   /**

@@ -83,8 +83,38 @@ public final class JsonCodec {
     }
   }
 
+  /** The first character that is not JSON white space, or 0. */
+  private static char firstNonSpace(String s) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+        return c;
+      }
+    }
+    return 0;
+  }
+
   /**
-   * JSON text of a payload: a {@link Json} is checked and passed through as it is; a {@link JsonNode}
+   * Whether a String is the JSON text of an object or an array: {@code push("{\"id\":1}")} would store a JSON string,
+   * which is nearly always a mistake for {@code Json.of(...)}. Only a String that starts with a brace or a bracket is
+   * parsed.
+   */
+  private boolean holdsJsonContainer(String s, String field) {
+    char first = firstNonSpace(s);
+    if (first != '{' && first != '[') {
+      return false;
+    }
+    try {
+      fullCheck(s, field);
+      return true;
+    } catch (PayloadSerializationException notJson) {
+      return false; // text that only starts like JSON: a string it is
+    }
+  }
+
+  /**
+   * JSON text of a payload: a {@link Json} is checked and passed through as it is; a String that holds the JSON text
+   * of an object or array is refused (see {@link #holdsJsonContainer}); a {@link JsonNode}
    * or any other object is serialised. A serialised value stops being kept once it passes
    * {@code maxBytes} (its size is still counted), so an oversized object never becomes a giant string.
    *
@@ -107,6 +137,12 @@ public final class JsonCodec {
       }
       return new Encoded(text, check(text, field));
     } else {
+      if (value instanceof String s && holdsJsonContainer(s, field)) {
+        throw new PayloadSerializationException(field + " is a String that holds the JSON text of an object or array,"
+            + " which would be stored as one JSON string, not as that " + (firstNonSpace(s) == '{' ? "object" : "array")
+            + ": pass Json.of(text) to store the JSON it holds, or a TextNode (a JsonNode) to store the text as a"
+            + " string", null);
+      }
       BoundedWriter w = new BoundedWriter(maxBytes);
       try {
         mapper.writeValue(w, value);

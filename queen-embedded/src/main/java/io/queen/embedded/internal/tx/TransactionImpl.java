@@ -16,6 +16,7 @@ import io.queen.embedded.internal.Sql;
 import io.queen.embedded.internal.kv.KvStore;
 import io.queen.embedded.internal.kv.KvWrite;
 import io.queen.embedded.internal.log.Broker;
+import io.queen.embedded.internal.log.HandlerAcks;
 import io.queen.embedded.internal.log.Metrics;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -51,6 +52,12 @@ public final class TransactionImpl implements Transaction {
   private final Runnable guard;
   private final List<Op> ops = new ArrayList<>();
   private final Set<String> touched = new HashSet<>();
+  /** Whether {@link #connection()} may be taken: the transaction a consume loop hands a transactional handler. */
+  private final boolean forHandler;
+  /** The handler's connection, once taken: the bundle commits on it. */
+  private Connection own;
+  /** Its isolation level before it was set to READ COMMITTED, restored when it goes back to the pool. */
+  private int ownIsolation;
   private boolean done;
 
   /**
@@ -69,6 +76,16 @@ public final class TransactionImpl implements Transaction {
    */
   public TransactionImpl(Broker broker, KvStore store, Consumer<Map<String, Set<String>>> afterCommit,
       Runnable guard) {
+    this(broker, store, afterCommit, guard, false);
+  }
+
+  /**
+   * @param forHandler whether this is the transaction of a transactional handler, whose {@link #connection()} may be
+   *     taken; its owner calls {@link #close()} once the handler's message is settled
+   */
+  public TransactionImpl(Broker broker, KvStore store, Consumer<Map<String, Set<String>>> afterCommit,
+      Runnable guard, boolean forHandler) {
+    this.forHandler = forHandler;
     this.broker = Objects.requireNonNull(broker, "broker must not be null");
     this.store = Objects.requireNonNull(store, "store must not be null");
     this.afterCommit = Objects.requireNonNull(afterCommit, "afterCommit must not be null");
@@ -222,12 +239,123 @@ public final class TransactionImpl implements Transaction {
     return add(new GetManyOp(namespace, List.copyOf(ks)));
   }
 
+  // ---------------------------------------------------------------------------------------- the handler's connection
+
+  @Override
+  public Connection connection() {
+    open();
+    if (!forHandler) {
+      throw new IllegalStateException("connection() belongs to the transaction the consume loop hands a transactional"
+          + " handler; with queen.transaction(), run your SQL on your own connection and join the bundle to its"
+          + " transaction with commit(connection)");
+    }
+    if (own == null) {
+      guard.run();
+      Connection c;
+      try {
+        c = broker.dataSource().getConnection();
+      } catch (SQLException e) {
+        throw Sql.translate("transaction", e);
+      }
+      try {
+        ownIsolation = c.getTransactionIsolation();
+        c.setAutoCommit(false);
+        if (ownIsolation != Connection.TRANSACTION_READ_COMMITTED) {
+          c.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED); // as commit(Connection) requires
+        }
+      } catch (SQLException e) {
+        closeQuietly(c, e);
+        throw Sql.translate("transaction", e);
+      }
+      own = HandlerConnection.guard(c);
+    }
+    return own;
+  }
+
+  /**
+   * Gives the handler's connection back to the pool, rolling back what was not committed; nothing when none was taken.
+   * The consume loop calls it after each handler's message, whatever happened; a second call does nothing.
+   */
+  public void close() {
+    done = true;
+    Connection c = own;
+    own = null;
+    if (c == null) {
+      return;
+    }
+    Connection raw = HandlerConnection.unwrap(c);
+    try {
+      raw.rollback(); // nothing when the bundle committed
+      if (ownIsolation != Connection.TRANSACTION_READ_COMMITTED) {
+        raw.setTransactionIsolation(ownIsolation);
+      }
+      raw.setAutoCommit(true);
+    } catch (SQLException e) {
+      // a broken connection: the pool finds out when it is closed
+    } finally {
+      closeQuietly(raw, null);
+    }
+  }
+
+  private static void closeQuietly(Connection c, Throwable cause) {
+    try {
+      c.close();
+    } catch (SQLException e) {
+      if (cause != null) {
+        cause.addSuppressed(e);
+      }
+    }
+  }
+
+  /** Commits the bundle on the handler's connection, with the handler's own statements, or rolls all of it back. */
+  private CommitResult commitOnHandlersConnection() {
+    done = true;
+    Connection raw = HandlerConnection.unwrap(own);
+    Run run;
+    try {
+      run = ops.isEmpty() ? new Run() : apply(raw, true);
+      if (run.failure != null) {
+        raw.rollback();
+        return run.failure;
+      }
+      raw.commit();
+    } catch (SQLException e) {
+      try {
+        raw.rollback();
+      } catch (SQLException suppressed) {
+        e.addSuppressed(suppressed);
+      }
+      throw Sql.translate("transaction", e);
+    }
+    if (!run.partitions.isEmpty()) {
+      broker.wakeLocal(run.partitions.keySet()); // the other nodes had the NOTIFY with the commit
+    }
+    broker.metrics().pushed(run.pushes);
+    reportAcks(run.acks);
+    HandlerAcks.committed(ackedMessages());
+    return success(run);
+  }
+
+  /** The messages this bundle acknowledges. */
+  private List<Message> ackedMessages() {
+    List<Message> out = new ArrayList<>();
+    for (Op op : ops) {
+      if (op instanceof AckOp a) {
+        a.acks().forEach(r -> out.add(r.message()));
+      }
+    }
+    return out;
+  }
+
   // ---------------------------------------------------------------------------------------- commit
 
   @Override
   public CommitResult commit() {
     guard.run();
     open();
+    if (own != null) {
+      return commitOnHandlersConnection();
+    }
     done = true;
     if (ops.isEmpty()) {
       return success(new Run());
@@ -246,6 +374,7 @@ public final class TransactionImpl implements Transaction {
     if (run.failure == null) {
       broker.metrics().pushed(run.pushes); // queen.messages.pushed counts what a transaction stored too
       reportAcks(run.acks);
+      HandlerAcks.committed(ackedMessages());
     }
     return run.failure != null ? run.failure : success(run);
   }
@@ -316,6 +445,9 @@ public final class TransactionImpl implements Transaction {
     }
     if (run.failure == null && !run.partitions.isEmpty()) {
       broker.wakeLocal(run.partitions.keySet()); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
+    }
+    if (run.failure == null) {
+      HandlerAcks.committed(ackedMessages()); // a consume loop's handler that acked its message itself: not again
     }
     return run.failure != null ? run.failure : success(run);
   }
