@@ -65,6 +65,53 @@ class ConnectTest {
   }
 
   @Test
+  void aMissingDatabaseOrAMissingConnectRightIsRefusedAtOnceAndIsNotTransient(TestDatabase db) throws Exception {
+    String missing = db.jdbcUrl().replace("/" + db.name(), "/" + db.name() + "_typo");
+    long t0 = System.nanoTime();
+    assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(missing, db.user(), db.password()).start())
+        .isInstanceOf(QueenDatabaseException.class).isNotInstanceOf(DatabaseLoginException.class)
+        .hasMessageContaining("does not exist").hasMessageContaining("fix the database name")
+        .satisfies(e -> {
+          assertThat(((QueenDatabaseException) e).isTransient()).isFalse();
+          assertThat(((QueenDatabaseException) e).sqlState()).isEqualTo("3D000");
+        });
+    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(3)); // not connectTimeout's 5 s
+
+    // the application's pool, which wraps what the server said in its own (transient) timeout
+    com.zaxxer.hikari.HikariConfig hc = new com.zaxxer.hikari.HikariConfig();
+    hc.setJdbcUrl(missing);
+    hc.setUsername(db.user());
+    hc.setPassword(db.password());
+    hc.setConnectionTimeout(1_000);
+    hc.setInitializationFailTimeout(-1);
+    try (com.zaxxer.hikari.HikariDataSource app = new com.zaxxer.hikari.HikariDataSource(hc)) {
+      assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(app).start())
+          .isInstanceOf(QueenDatabaseException.class).hasMessageContaining("does not exist")
+          .satisfies(e -> assertThat(((QueenDatabaseException) e).isTransient()).isFalse());
+    }
+
+    // a role that may not connect to the database: 42501 at login
+    String role = "queen_noconnect_" + Long.toHexString(System.nanoTime());
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create role " + role + " login");
+      st.execute("revoke connect on database " + db.name() + " from public");
+    }
+    try {
+      assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), role, "x").start())
+          .isInstanceOf(QueenDatabaseException.class).hasMessageContaining("CONNECT on the database")
+          .satisfies(e -> {
+            assertThat(((QueenDatabaseException) e).isTransient()).isFalse();
+            assertThat(((QueenDatabaseException) e).sqlState()).isEqualTo("42501");
+          });
+    } finally {
+      try (Connection c = db.connection(); Statement st = c.createStatement()) {
+        st.execute("grant connect on database " + db.name() + " to public");
+        st.execute("drop role " + role);
+      }
+    }
+  }
+
+  @Test
   void startAgainstNothingFailsWithinTheConnectTimeout() throws Exception {
     int port;
     try (ServerSocket s = new ServerSocket(0)) {

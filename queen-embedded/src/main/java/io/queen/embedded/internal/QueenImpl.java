@@ -289,6 +289,11 @@ public final class QueenImpl implements Queen, ConsumerNode {
       if (login != null) {
         throw new DatabaseLoginException(config.user(), login.getSQLState(), login);
       }
+      java.sql.SQLException refused = Sql.configurationFailure(e);
+      if (refused != null) {
+        throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " ("
+            + Sql.configurationFix(refused) + ")", refused.getSQLState(), false, Sql.sanitize(refused));
+      }
       java.sql.SQLException cause = e.getCause() instanceof java.sql.SQLException se ? se : null;
       throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " within connectTimeout "
           + config.connectTimeout(), cause != null ? cause.getSQLState() : null, true, cause != null ? cause : e);
@@ -296,9 +301,10 @@ public final class QueenImpl implements Queen, ConsumerNode {
   }
 
   /**
-   * One connection straight from the driver before the pool starts: a login the server refuses (SQLState class 28)
-   * is refused at once, where the pool would try again every second until connectTimeout (a login that fails never
-   * passes). Any other failure (a server still starting) is left to the pool's tries.
+   * One connection straight from the driver before the pool starts: a login the server refuses (SQLState class 28),
+   * a database that does not exist (3D000) or a role that may not connect to it (42501) is refused at once, where the
+   * pool would try again every second until connectTimeout (none of them passes by waiting). Any other failure (a
+   * server still starting) is left to the pool's tries.
    */
   private static void refuseABadLoginAtOnce(QueenConfig config, int seconds) {
     java.util.Properties props = new java.util.Properties();
@@ -315,6 +321,10 @@ public final class QueenImpl implements Queen, ConsumerNode {
     } catch (java.sql.SQLException e) {
       if (e.getSQLState() != null && e.getSQLState().startsWith("28")) {
         throw new DatabaseLoginException(config.user(), e.getSQLState(), e);
+      }
+      if (Sql.configurationFailure(e) != null) {
+        throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " ("
+            + Sql.configurationFix(e) + ")", e.getSQLState(), false, Sql.sanitize(e));
       }
     }
   }

@@ -101,8 +101,37 @@ public final class Sql {
     if (login != null) {
       return new DatabaseLoginException(null, login.getSQLState(), sanitize(login));
     }
+    SQLException config = configurationFailure(e);
+    if (config != null) {
+      // a pool's timeout wrapping it would read as transient: waiting does not create a database or grant a right
+      return new QueenDatabaseException(operation + " (" + configurationFix(config) + ")", config.getSQLState(), false,
+          sanitize(config));
+    }
     return new QueenDatabaseException(operation, e.getSQLState(),
         isTransient(e) || e instanceof java.sql.SQLTransientException, sanitize(e));
+  }
+
+  /**
+   * The refusal of a connection for its configuration in {@code t} or its causes, or {@code null}: a database that
+   * does not exist (3D000), or a role without the right to connect to it (42501, which PostgreSQL reports at login
+   * for a missing CONNECT privilege). Retrying does not help either; the fix is the operator's.
+   */
+  public static SQLException configurationFailure(Throwable t) {
+    SQLException found = null;
+    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      if (c instanceof SQLException se && ("3D000".equals(se.getSQLState()) || "42501".equals(se.getSQLState()))) {
+        found = se;
+      }
+    }
+    return found;
+  }
+
+  /** What the operator does about a {@link #configurationFailure}. */
+  public static String configurationFix(SQLException e) {
+    return "3D000".equals(e.getSQLState())
+        ? "the database named in the connection does not exist on that server: fix the database name, or create it"
+        : "the role lacks a privilege Queen needs (CONNECT on the database, CREATE for Queen's schema, or the rights on"
+            + " its tables): grant it, or connect as a role that has it";
   }
 
   /**
