@@ -134,6 +134,16 @@ public interface Queen extends AutoCloseable {
    * in one statement bounded by 2 s; when that fails (the database is unreachable) the failure is logged at
    * WARN and the close goes on: the leases then expire by themselves (or are taken once the node's heartbeat
    * is older than its session timeout), which counts one attempt.
+   *
+   * <p>Running handlers get the close grace period ({@code closeGracePeriod}, 10 s by default) to finish; then they
+   * are interrupted, the connections of transactional handlers that took {@link Transaction#connection()} are
+   * aborted, and the close waits at most half a second more for all of them together. So {@code close()} returns
+   * within the grace period plus about half a second, plus the lease give-back's 2 s bound when the database does
+   * not answer. When it returns, no bundle of a transactional handler can commit any more (its message is delivered
+   * again and its marker decides). A plain handler blocked where an interrupt does not reach (a JDBC call on its
+   * own connection, a socket read) may still be running: its message's lease was given back, so the message can be
+   * delivered again meanwhile, and an outside effect it then makes happens twice unless it is idempotent. Do effects
+   * that must happen once in a transactional handler.
    */
   @Override
   void close();

@@ -110,6 +110,10 @@ public final class SubscriptionImpl implements Subscription {
   private final AtomicLong leaseLost = new AtomicLong();
   /** Leases held by running batches: one message per (partition, lease) stands for the lease. */
   private final Set<Message> inFlight = ConcurrentHashMap.newKeySet();
+  /** The bundles of transactional handlers running now: a close past its grace period aborts their connections. */
+  private final Set<TransactionImpl> openTransactions = ConcurrentHashMap.newKeySet();
+  /** How long a close waits, past its grace period and the interrupt, for every thread of the subscription. */
+  static final long CLOSE_MARGIN_MS = 500;
   private final LogThrottle throttle = new LogThrottle();
   /** When rounds started failing (System.nanoTime), or 0 while they succeed; shared by the workers. */
   private final AtomicLong failingSince = new AtomicLong();
@@ -758,7 +762,10 @@ public final class SubscriptionImpl implements Subscription {
   /** A transaction for a handler, or null once the node has closed (a worker that outlived the grace period). */
   private TransactionImpl transactionOrNull() {
     try {
-      return queen.handlerTransaction();
+      TransactionImpl tx = queen.handlerTransaction();
+      tx.onClose(() -> openTransactions.remove(tx));
+      openTransactions.add(tx);
+      return tx;
     } catch (BrokerClosedException e) {
       return null;
     }
@@ -1194,11 +1201,6 @@ public final class SubscriptionImpl implements Subscription {
       }
       if (c.isAlive()) {
         c.interrupt(); // a pop in flight returns; what it took is given back below
-        try {
-          c.join(2000);
-        } catch (InterruptedException e) {
-          interrupted = true;
-        }
       }
     }
     for (Thread t : workers) {
@@ -1209,19 +1211,31 @@ public final class SubscriptionImpl implements Subscription {
         interrupted = true;
       }
     }
+    // past the grace period: interrupt what still runs, and end the transactions of transactional handlers still
+    // running (their connections are aborted, so nothing of their bundle or their own statements can commit); then
+    // wait at most CLOSE_MARGIN_MS more, for all of them together
     for (Thread t : workers) {
       if (t.isAlive()) {
         t.interrupt();
       }
     }
-    for (Thread t : workers) {
+    for (TransactionImpl tx : List.copyOf(openTransactions)) {
+      tx.abort();
+    }
+    long marginEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_MARGIN_MS);
+    List<Thread> waitedFor = new ArrayList<>(workers);
+    if (c != null) {
+      waitedFor.add(c);
+    }
+    for (Thread t : waitedFor) {
       try {
-        t.join(2000);
+        t.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(marginEnd - System.nanoTime())));
       } catch (InterruptedException e) {
         interrupted = true;
       }
       if (t.isAlive()) {
-        LOG.warn("{} - worker {} did not stop within the grace period and an interrupt", queen.nodeId(), t.getName());
+        LOG.warn("{} - {} did not stop within the grace period and an interrupt; its lease is given back, so its"
+            + " message can be delivered again while it still runs", queen.nodeId(), t.getName());
       }
     }
     AckCoalescer a = acker;

@@ -54,8 +54,10 @@ public final class TransactionImpl implements Transaction {
   private final Set<String> touched = new HashSet<>();
   /** Whether {@link #connection()} may be taken: the transaction a consume loop hands a transactional handler. */
   private final boolean forHandler;
-  /** The handler's connection, once taken: the bundle commits on it. */
-  private Connection own;
+  /** The handler's connection, once taken: the bundle commits on it. Volatile: {@link #abort} reads it from another thread. */
+  private volatile Connection own;
+  /** Run once by {@link #close()}. */
+  private Runnable onClose;
   /** Its isolation level before it was set to READ COMMITTED, restored when it goes back to the pool. */
   private int ownIsolation;
   private boolean done;
@@ -278,6 +280,11 @@ public final class TransactionImpl implements Transaction {
    */
   public void close() {
     done = true;
+    Runnable after = onClose;
+    onClose = null;
+    if (after != null) {
+      after.run();
+    }
     Connection c = own;
     own = null;
     if (c == null) {
@@ -294,6 +301,28 @@ public final class TransactionImpl implements Transaction {
       // a broken connection: the pool finds out when it is closed
     } finally {
       closeQuietly(raw, null);
+    }
+  }
+
+  /** Runs {@code r} when this transaction is closed. */
+  public void onClose(Runnable r) {
+    this.onClose = r;
+  }
+
+  /**
+   * Ends the handler's connection from another thread, for a close whose grace period ran out while the handler
+   * still runs: the connection is aborted, so a statement it runs fails, and neither the handler's statements nor
+   * the bundle can commit any more. Nothing when no connection was taken.
+   */
+  public void abort() {
+    Connection c = own;
+    if (c == null) {
+      return;
+    }
+    try {
+      HandlerConnection.unwrap(c).abort(Runnable::run);
+    } catch (SQLException | RuntimeException e) {
+      // already closed or broken: it cannot commit either way
     }
   }
 
