@@ -21,16 +21,18 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code QUEEN_TEST_POSTGRES=url|embedded|testcontainers} forces a choice;</li>
  *   <li>otherwise, when {@code QUEEN_TEST_JDBC_URL} is set (with {@code QUEEN_TEST_JDBC_USER} and {@code QUEEN_TEST_JDBC_PASSWORD}),
  *       that server is used; the URL may name any database, the kit only connects to it to create and drop databases;</li>
- *   <li>otherwise an embedded PostgreSQL 17 (zonky binaries) with {@code wal_level=logical}, {@code max_wal_senders=10},
+ *   <li>otherwise an embedded PostgreSQL from the zonky binaries on the class path (17 unless the build names another version
+ *       with {@code -Dzonky.binaries.version}, e.g. 18.1.0; see {@link EmbeddedBackend}) with {@code wal_level=logical}, {@code max_wal_senders=10},
  *       {@code max_replication_slots=10}, {@code max_connections=300}, {@code shared_buffers=128MB}, {@code fsync=on},
  *       {@code synchronous_commit=on} and {@code timezone=America/Sao_Paulo};</li>
- *   <li>and only if that fails to start and a Docker engine answers, a Testcontainers {@code postgres:17} with the same settings.</li>
+ *   <li>and only if that fails to start and a Docker engine answers, a Testcontainers {@code postgres} of the same major version
+ *       with the same settings.</li>
  * </ol>
  * Each variable may also be given as a system property of the same name; the environment wins.
  *
  * <p>Tests never share the server's databases: each asks for its own with {@link #createDatabase(String)}. Every database made
- * by the kit forces the session time zone {@value #SESSION_TIME_ZONE} on each new connection (a PostgreSQL 17 login event trigger),
- * so code that silently assumes UTC fails in tests.
+ * by the kit forces the session time zone {@value #SESSION_TIME_ZONE} on each new connection (a login event trigger, on PostgreSQL 17
+ * and later; an older server keeps the client's zone), so code that silently assumes UTC fails in tests.
  */
 public final class PostgresServer {
 
@@ -43,7 +45,7 @@ public final class PostgresServer {
         EMBEDDED,
         /** A server given by {@code QUEEN_TEST_JDBC_URL}, not started or stopped by the kit. */
         EXTERNAL,
-        /** A Testcontainers {@code postgres:17}, started by the kit. */
+        /** A Testcontainers {@code postgres} of the embedded binaries' major version, started by the kit. */
         TESTCONTAINERS
     }
 
@@ -143,6 +145,7 @@ public final class PostgresServer {
         PostgresServer server;
         try {
             server = new PostgresServer(backend, millis);
+            server.checkBinariesVersion();
         } catch (RuntimeException e) {
             backend.close();
             throw e;
@@ -150,6 +153,15 @@ public final class PostgresServer {
         Runtime.getRuntime().addShutdownHook(new Thread(backend::close, "testkit-postgres-shutdown"));
         LOG.info("Tests use {} (ready in {} ms)", server.describe(), millis);
         return server;
+    }
+
+    /** An embedded server must be the version the build asked for: tests that say they ran on 18 did. */
+    private void checkBinariesVersion() {
+        String binaries = EmbeddedBackend.binariesVersion();
+        if (kind() == Kind.EMBEDDED && binaries != null && !EmbeddedBackend.runs(version, binaries)) {
+            throw new IllegalStateException("The embedded server is PostgreSQL " + version + ", but " + EmbeddedBackend.BINARIES_VERSION
+                    + " asks for " + binaries + ": the zonky binaries on the class path are not the ones the build named");
+        }
     }
 
     private static ServerBackend external(String url) {
@@ -161,7 +173,8 @@ public final class PostgresServer {
             return EmbeddedBackend.start();
         } catch (RuntimeException | Error embeddedFailure) {
             if (testcontainersOnClassPath() && TestcontainersBackend.dockerAvailable()) {
-                LOG.warn("Embedded PostgreSQL failed to start; falling back to Testcontainers postgres:17", embeddedFailure);
+                LOG.warn("Embedded PostgreSQL failed to start; falling back to Testcontainers {}", TestcontainersBackend.image(),
+                        embeddedFailure);
                 try {
                     return TestcontainersBackend.start();
                 } catch (RuntimeException containerFailure) {
@@ -316,7 +329,7 @@ public final class PostgresServer {
         return startupMillis;
     }
 
-    /** A one-line description for logs, e.g. "embedded PostgreSQL 17.6 on port 12345". */
+    /** A one-line description for logs, e.g. "embedded PostgreSQL 18.1 on port 12345". */
     public String describe() {
         String kind = switch (backend.kind()) {
             case EMBEDDED -> "embedded";

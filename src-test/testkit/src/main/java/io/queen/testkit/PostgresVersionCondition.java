@@ -21,8 +21,9 @@ final class PostgresVersionCondition implements ExecutionCondition {
         int min = annotation.get().min();
         int max = annotation.get().max();
         String range = max == Integer.MAX_VALUE ? min + " or later" : min + " to " + max;
+        String why = annotation.get().reason().isBlank() ? "" : " (" + annotation.get().reason() + ")";
         return major >= min && major <= max
                 ? ConditionEvaluationResult.enabled("PostgreSQL " + major + " is in " + range)
-                : ConditionEvaluationResult.disabled("needs PostgreSQL " + range + ", but " + server.describe() + " is " + major);
+                : ConditionEvaluationResult.disabled("needs PostgreSQL " + range + why + ", but " + server.describe() + " is " + major);
     }
 }

@@ -8,7 +8,8 @@ import org.testcontainers.containers.PostgreSQLContainer;
 import org.testcontainers.utility.DockerImageName;
 
 /**
- * A {@code postgres:17} container. This is the only class of the kit that names a Testcontainers type, so when Docker or the
+ * A {@code postgres} container of the embedded binaries' major version ({@code postgres:17} by default, {@code postgres:18}
+ * with {@code -Dzonky.binaries.version=18.1.0}). This is the only class of the kit that names a Testcontainers type, so when Docker or the
  * Testcontainers jar is missing nothing is loaded unless this path is asked for ({@code QUEEN_TEST_POSTGRES=testcontainers}) or
  * the embedded server failed to start.
  */
@@ -32,8 +33,13 @@ final class TestcontainersBackend implements ServerBackend {
         }
     }
 
+    /** The image the kit starts: {@code postgres:<major>}, the major version of the embedded binaries. */
+    static String image() {
+        return "postgres:" + EmbeddedBackend.binariesMajor();
+    }
+
     static ServerBackend start() {
-        PostgreSQLContainer<?> container = new PostgreSQLContainer<>(DockerImageName.parse("postgres:17"));
+        PostgreSQLContainer<?> container = new PostgreSQLContainer<>(DockerImageName.parse(image()));
         container.withCommand("postgres",
                         "-c", "wal_level=logical",
                         "-c", "max_wal_senders=10",

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
 import static org.junit.platform.testkit.engine.EventConditions.container;
 import static org.junit.platform.testkit.engine.EventConditions.event;
+import static org.junit.platform.testkit.engine.EventConditions.finishedSuccessfully;
 import static org.junit.platform.testkit.engine.EventConditions.finishedWithFailure;
 import static org.junit.platform.testkit.engine.EventConditions.skippedWithReason;
 import static org.junit.platform.testkit.engine.EventConditions.test;
@@ -74,7 +75,13 @@ class LeakCheckTest {
         Events events = run(LeakFixtures.NeedsPostgres99.class);
         events.assertThatEvents().haveExactly(1, event(test("tooNew"),
                 skippedWithReason(reason -> reason.startsWith("needs PostgreSQL 99 or later, but "))));
-        events.assertStatistics(stats -> stats.skipped(1).succeeded(PostgresServer.get().serverVersionNum() / 10000 == 17 ? 1 : 0));
+        events.assertThatEvents().haveExactly(1, event(test("tooNewWithAReason"),
+                skippedWithReason(reason -> reason.startsWith("needs PostgreSQL 99 or later (a feature of 99), but "))));
+        events.assertThatEvents().haveExactly(1, event(test("anySupportedVersion"), finishedSuccessfully()));
+        boolean on17 = PostgresServer.get().serverVersionNum() / 10000 == 17;
+        events.assertThatEvents().haveExactly(1, event(test("exactly17"),
+                on17 ? finishedSuccessfully() : skippedWithReason(reason -> reason.startsWith("needs PostgreSQL 17 to 17, but "))));
+        events.assertStatistics(stats -> stats.skipped(on17 ? 2 : 3).succeeded(on17 ? 2 : 1));
     }
 
     @Test

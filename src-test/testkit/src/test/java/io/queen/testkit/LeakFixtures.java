@@ -115,6 +115,16 @@ final class LeakFixtures {
         }
 
         @Test
+        @EnabledForPostgresVersion(min = 99, reason = "a feature of 99")
+        void tooNewWithAReason() {
+        }
+
+        @Test
+        @EnabledForPostgresVersion(min = 15)
+        void anySupportedVersion() {
+        }
+
+        @Test
         @EnabledForPostgresVersion(min = 17, max = 17)
         void exactly17() {
         }
