@@ -55,6 +55,9 @@ public final class EmbeddedQueen {
   public static final Duration MIN_PUSH_RECEIPT_RETENTION = Duration.ofMinutes(10);
   /** Longest {@link Builder#pushReceiptRetention}: 30 days. */
   public static final Duration MAX_PUSH_RECEIPT_RETENTION = Duration.ofDays(30);
+  /** Default {@link Builder#groupIdleExpiry}: 7 days, as Kafka's {@code offsets.retention.minutes}. */
+  public static final Duration DEFAULT_GROUP_IDLE_EXPIRY = Duration.ofDays(7);
+
   /** Default {@link Builder#removeEmptyPartitionsAfter}: 24 h. */
   public static final Duration DEFAULT_REMOVE_EMPTY_PARTITIONS_AFTER = Duration.ofHours(24);
 
@@ -103,6 +106,7 @@ public final class EmbeddedQueen {
     private Duration sessionTimeout = DEFAULT_SESSION_TIMEOUT;
     private Duration pushReceiptRetention = DEFAULT_PUSH_RECEIPT_RETENTION;
     private Duration removeEmptyPartitionsAfter = DEFAULT_REMOVE_EMPTY_PARTITIONS_AFTER;
+    private Duration groupIdleExpiry = DEFAULT_GROUP_IDLE_EXPIRY;
     private String encryptionKey;
     private boolean encryptionKeySet;
     private int connectorThreads = DEFAULT_CONNECTOR_THREADS;
@@ -423,6 +427,21 @@ public final class EmbeddedQueen {
     }
 
     /**
+     * How long a named consumer group may go without a pop, an ack or a seek before the janitor removes it (default 7
+     * days, as Kafka expires idle groups; zero: never; else 1 min .. 3650 days). A group that nobody reads any more
+     * would otherwise hold its queue's retention back for good (retention waits for every group). Its cursors, dead
+     * letters and waiting redeliveries go with it, with an INFO line and the counter {@code queen.groups.expired}; a
+     * later pop with its name creates it anew, starting as its subscription mode says. Not removed: the queue's
+     * default group (a work queue's only cursor), and the groups of connectors that exist, paused ones included. A
+     * node records its groups' activity in memory and writes it at most once a minute per group, so this costs the
+     * consume path nothing.
+     */
+    public Builder groupIdleExpiry(Duration idle) {
+      this.groupIdleExpiry = Objects.requireNonNull(idle, "groupIdleExpiry must not be null");
+      return this;
+    }
+
+    /**
      * Validates every option, migrates the schema and starts the node.
      *
      * @throws IllegalArgumentException an option is invalid (nothing was started)
@@ -466,6 +485,10 @@ public final class EmbeddedQueen {
       between(errors, "sessionTimeout", sessionTimeout, MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT);
       between(errors, "pushReceiptRetention", pushReceiptRetention, MIN_PUSH_RECEIPT_RETENTION,
           MAX_PUSH_RECEIPT_RETENTION);
+      if (!groupIdleExpiry.isZero() && (groupIdleExpiry.compareTo(Duration.ofMinutes(1)) < 0
+          || groupIdleExpiry.compareTo(Duration.ofDays(3650)) > 0)) {
+        errors.add("groupIdleExpiry must be 0 (never) or between 1 min and 3650 days, was " + human(groupIdleExpiry));
+      }
       if (!removeEmptyPartitionsAfter.isZero() && (removeEmptyPartitionsAfter.compareTo(Duration.ofMinutes(1)) < 0
           || removeEmptyPartitionsAfter.compareTo(Duration.ofDays(365)) > 0)) {
         errors.add("removeEmptyPartitionsAfter must be 0 (never) or between 1 min and 365 days, was "
@@ -519,7 +542,7 @@ public final class EmbeddedQueen {
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
           sessionTimeout, pushReceiptRetention, key, connectorThreads, connectorRefresh, runConnectors,
           sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter, removeEmptyPartitionsAfter,
-          List.copyOf(meterTags));
+          List.copyOf(meterTags), groupIdleExpiry);
     }
 
     /** Queen's own tag keys: a common tag may not take one of them. */

@@ -99,6 +99,11 @@ public final class ConnectorHostImpl implements ConnectorHost {
   }
 
   @Override
+  public void holdGroup(String queue, String group) {
+    q.broker().activity().touch(queue, group);
+  }
+
+  @Override
   public Subscription consume(ConsumeSpec spec, OwnedBatchHandler handler) {
     ConsumerBuilderImpl b = (ConsumerBuilderImpl) q.queue(spec.queue()).group(spec.group());
     b.batch(spec.batch()).concurrency(spec.workers()).subscription(spec.mode());

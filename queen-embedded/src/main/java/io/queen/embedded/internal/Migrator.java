@@ -39,7 +39,8 @@ public final class Migrator {
       "V40__pop_never_takes_its_own_leases.sql", "V41__kv_versions_never_repeat.sql",
       "V42__kv_versions_rollout.sql", "V43__bundle_kv_ack_fenced.sql", "V44__remove_empty_partitions.sql", "V45__lease_across_restart.sql",
       "V46__busy_partitions_keep_their_flag.sql", "V47__live_version_first.sql",
-      "V48__no_jit_on_queen_statements.sql", "V49__hinted_pop_keeps_its_tid_scan.sql");
+      "V48__no_jit_on_queen_statements.sql", "V49__hinted_pop_keeps_its_tid_scan.sql",
+      "V50__group_last_active.sql");
   private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
 
   private Migrator() {}

@@ -12,7 +12,7 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
     Duration connectTimeout, Duration sessionTimeout, Duration pushReceiptRetention, byte[] encryptionKey,
     int connectorThreads, Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
     java.util.List<byte[]> oldEncryptionKeys, Duration horizonWarnAfter, Duration removeEmptyPartitionsAfter,
-    java.util.List<String> meterTags) {
+    java.util.List<String> meterTags, Duration groupIdleExpiry) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
   public Duration heartbeatInterval() {

@@ -27,6 +27,7 @@ import io.queen.embedded.internal.log.PayloadCipher;
 import io.queen.embedded.internal.log.Wakeups;
 import io.queen.embedded.internal.ops.GroupWatch;
 import io.queen.embedded.internal.ops.HorizonWatch;
+import io.queen.embedded.internal.ops.IdleGroups;
 import io.queen.embedded.internal.ops.Liveness;
 import io.queen.embedded.internal.ops.MetricsSwitch;
 import io.queen.embedded.internal.ops.MicrometerMetrics;
@@ -82,6 +83,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private final ScheduledExecutorService janitor;
   private final RetentionJanitor retention;
   private final GroupWatch groupWatch;
+  private final IdleGroups idleGroups;
   private final HorizonWatch horizonWatch;
   private final StatisticsGuard statisticsGuard;
   /** The connector runtime found on the classpath (queen-pgconn), or null. */
@@ -108,6 +110,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics,
         config.removeEmptyPartitionsAfter());
     this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics, broker);
+    this.idleGroups = new IdleGroups(config.nodeId(), ds, broker.schema(), broker, config.groupIdleExpiry());
     this.horizonWatch = new HorizonWatch(config.nodeId(), ds, metrics, config.horizonWarnAfter());
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
   }
@@ -178,6 +181,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
       }
       q.metrics.bindListener(q.wakeups::connected);
       q.janitor.scheduleWithFixedDelay(q.groupWatch, 0, GroupWatch.PERIOD_MS, TimeUnit.MILLISECONDS);
+      q.janitor.scheduleWithFixedDelay(() -> q.quietly("group activity", q.idleGroups::record), GroupWatch.PERIOD_MS,
+          GroupWatch.PERIOD_MS, TimeUnit.MILLISECONDS);
       q.janitor.scheduleWithFixedDelay(q.horizonWatch, HorizonWatch.PERIOD_MS / 2, HorizonWatch.PERIOD_MS,
           TimeUnit.MILLISECONDS);
       if (config.janitor()) {
@@ -187,6 +192,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
             RetentionJanitor.PERIOD_MS, TimeUnit.MILLISECONDS);
         q.janitor.scheduleWithFixedDelay(q.statisticsGuard, StatisticsGuard.PERIOD_MS / 2, StatisticsGuard.PERIOD_MS,
             TimeUnit.MILLISECONDS);
+        q.janitor.scheduleWithFixedDelay(() -> q.quietly("idle group expiry", q.idleGroups::expire),
+            RetentionJanitor.PERIOD_MS, RetentionJanitor.PERIOD_MS, TimeUnit.MILLISECONDS);
       }
       q.startConnectors();
       LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
@@ -657,7 +664,19 @@ public final class QueenImpl implements Queen, ConsumerNode {
   @Override
   public io.queen.RetentionRun runRetentionNow() {
     checkOpen();
+    idleGroups.expire(); // groups idle past groupIdleExpiry go first: retention then no longer waits for them
     return retention.run();
+  }
+
+  /** Runs a janitor task; a failure is logged (SQLState and primary message only) and the next period tries again. */
+  private void quietly(String what, Runnable task) {
+    try {
+      task.run();
+    } catch (RuntimeException e) {
+      if (!closing.get()) {
+        LOG.warn("{} - {} failed ({}); next try in a period", config.nodeId(), what, Sql.describe(e));
+      }
+    }
   }
 
   /** The node's metrics, which a binder can point at a registry after the start. */

@@ -76,6 +76,12 @@ public interface ConnectorHost {
   Subscription consume(ConsumeSpec spec, OwnedBatchHandler handler);
 
   /**
+   * Keeps a consumer group from being removed as idle ({@code groupIdleExpiry}) while the connector that consumes with
+   * it exists, running or paused: call it for each such group at least once a day (the registry does on every re-read).
+   */
+  void holdGroup(String queue, String group);
+
+  /**
    * Describes a failure for a log line or a status without its statement text, parameters or payload:
    * the exception's class, SQLState and PostgreSQL's own message (which names constraints and types but
    * may quote a value), cut to a short length.

@@ -425,6 +425,22 @@ final class Registry implements Connectors, ConnectorPlugin {
   // ------------------------------------------------------------------------------ the workers
 
   /** Re-reads every document and makes this node's sinks match. Never throws. */
+  /**
+   * Every sink that exists, running, paused or failing, keeps its consumer group from being removed as idle: a paused
+   * sink resumes where it stopped. A document that does not validate holds nothing.
+   */
+  private void holdGroups(Map<String, Row> rows) {
+    for (var e : rows.entrySet()) {
+      try {
+        if (DocumentValidator.validate(e.getKey(), read(e.getValue().document)) instanceof SinkSpec sk) {
+          host.holdGroup(sk.queue(), sk.consumerGroup());
+        }
+      } catch (RuntimeException invalid) {
+        // its status says why; it consumes nothing
+      }
+    }
+  }
+
   void refresh() {
     if (closed.get()) {
       return;
@@ -473,6 +489,7 @@ final class Registry implements Connectors, ConnectorPlugin {
         }
       }
       failed.keySet().retainAll(rows.keySet());
+      holdGroups(rows);
       for (var e : rows.entrySet()) {
         if (closed.get()) {
           return;

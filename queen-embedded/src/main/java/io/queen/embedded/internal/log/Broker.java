@@ -107,6 +107,8 @@ public final class Broker {
    * @param pushRetryWindow how long a push Queen owns is tried again after its first transient failure (the
    *     node's {@code connectTimeout})
    */
+  private final GroupActivity activity = new GroupActivity();
+
   public Broker(DataSource ds, String schema, JsonCodec codec, String node, Wakeups wakeups, Metrics metrics,
       int maxPayloadBytes, Duration pushRetryWindow, io.queen.PayloadTypes types, PayloadCipher cipher) {
     this.ds = ds;
@@ -997,6 +999,7 @@ public final class Broker {
 
   /** Pops once, without waiting (one statement, its own transaction). */
   public List<Message> pop(PopRequest r) {
+    activity.touch(r.queue(), r.group());
     if (!cipher.canSeal() && encrypted(r.queue(), "pop")) {
       throw new io.queen.EncryptionException(r.queue(), noKey(r.queue(), "pop from"));
     }
@@ -1278,6 +1281,11 @@ public final class Broker {
     return metrics;
   }
 
+  /** The groups this node used since the janitor last wrote their activity. */
+  public GroupActivity activity() {
+    return activity;
+  }
+
   /**
    * Acknowledges on the caller's connection, inside the caller's transaction. Messages delivered with
    * auto-ack (no lease) are reported ACKED without touching the database.
@@ -1292,6 +1300,7 @@ public final class Broker {
     List<Integer> sent = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       Message m = acks.get(i).message();
+      activity.touch(m.queue(), m.consumerGroup());
       if (m.leaseId() == null) {
         out[i] = new AckResult(m.partitionId(), m.offset(), AckOutcome.ACKED);
       } else {
@@ -1582,6 +1591,7 @@ public final class Broker {
 
   /** Moves a group's cursors: mode BEGINNING, END or TIME. */
   public int seek(String queue, String group, String mode, Instant at) {
+    activity.touch(queue, group);
     return Sql.inTransaction(ds, "seek", c -> {
       requireGroup(c, queue, group);
       try (PreparedStatement st = c.prepareStatement("select " + schema + ".seek(?, ?, ?, ?)")) {
@@ -1642,7 +1652,20 @@ public final class Broker {
 
   /** Forgets a consumer group of a queue. */
   public void deleteGroup(String queue, String group) {
-    Sql.inTransaction(ds, "delete group", c -> {
+    deleteGroup(queue, group, -1);
+  }
+
+  /**
+   * Removes a consumer group that has been idle longer than {@code idleMillis} (its {@code last_active_at}, read again
+   * under the queue's lock); returns whether it did.
+   */
+  public boolean expireGroup(String queue, String group, long idleMillis) {
+    return deleteGroup(queue, group, idleMillis);
+  }
+
+  /** Deletes the group; with {@code idleMillis >= 0}, only when it is still that idle. */
+  private boolean deleteGroup(String queue, String group, long idleMillis) {
+    boolean deleted = Sql.inTransaction(ds, "delete group", c -> {
       // the queue row first, FOR UPDATE, as ensure_group takes it: a push that creates a partition holds KEY SHARE on
       // it (the foreign key) until it commits, and inserts the new partition's cursors, one per group it sees, in a
       // later statement. Without the lock such a push could add a cursor of this group after the delete below had
@@ -1650,6 +1673,20 @@ public final class Broker {
       try (PreparedStatement st = c.prepareStatement("select 1 from " + schema + ".queues where name = ? for update")) {
         st.setString(1, queue);
         st.executeQuery().close();
+      }
+      if (idleMillis >= 0) {
+        try (PreparedStatement st = c.prepareStatement("select 1 from " + schema + ".consumer_groups g join " + schema
+            + ".queues q on q.id = g.queue_id where q.name = ? and g.name = ?"
+            + " and g.last_active_at < now() - ? * interval '1 millisecond'")) {
+          st.setString(1, queue);
+          st.setString(2, group);
+          st.setLong(3, idleMillis);
+          try (ResultSet rs = st.executeQuery()) {
+            if (!rs.next()) {
+              return false; // used meanwhile
+            }
+          }
+        }
       }
       String q = "(select id from " + schema + ".queues where name = ?)";
       for (String sql : List.of(
@@ -1664,9 +1701,12 @@ public final class Broker {
           st.executeUpdate();
         }
       }
-      return null;
+      return true;
     });
-    forgetGroup(queue, group);
+    if (deleted) {
+      forgetGroup(queue, group);
+    }
+    return deleted;
   }
 
   /** How a person reads a queue and group in a log line: the default group is named as such. */

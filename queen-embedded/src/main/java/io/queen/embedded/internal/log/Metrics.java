@@ -70,6 +70,9 @@ public interface Metrics {
   /** Retention removed empty, idle partitions of a queue (this node's janitor). */
   default void partitionsRemoved(String queue, long n) {}
 
+  /** A consumer group of {@code queue} was removed for being idle past {@code groupIdleExpiry}. */
+  default void groupExpired(String queue) {}
+
   /** Retention removed messages a group had not consumed (allowDropPastCommitted). */
   default void retentionLost(String queue, String group, long n) {}
 

@@ -199,6 +199,15 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public void groupExpired(String queue) {
+    try {
+      delegate.groupExpired(queue);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
   public void retentionLost(String queue, String group, long n) {
     try {
       delegate.retentionLost(queue, group, n);

@@ -176,6 +176,11 @@ public final class MicrometerMetrics implements Metrics {
   }
 
   @Override
+  public void groupExpired(String queue) {
+    registry.counter("queen.groups.expired", "queue", queue).increment();
+  }
+
+  @Override
   public void retentionLost(String queue, String group, long n) {
     counter("queen.retention.lost", queue, group).increment(n);
   }
