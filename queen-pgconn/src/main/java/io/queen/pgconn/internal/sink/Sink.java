@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.queen.AckStatus;
 import io.queen.ConnectorStatus;
 import io.queen.Message;
+import io.queen.PayloadTypeException;
+import io.queen.PayloadTypes;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.Transaction;
@@ -39,9 +41,10 @@ import org.slf4j.LoggerFactory;
  * One sink on this node: a consume loop of {@code workers} threads, each batch one transaction on the
  * target that locks the batch's progress rows in {@code queen.sink_progress} (in partition-id order),
  * drops every message at or below its partition's last offset, applies the rest, advances the offsets and
- * commits; only then are the messages acknowledged in Queen. A message PostgreSQL refuses is tried
- * {@code maxAttempts} times and then dead-lettered with the database's error, and its partition goes on; a
- * transient failure is retried with back-off and never counts. A dead letter is recorded in
+ * commits; only then are the messages acknowledged in Queen. A typed payload is read as the node's consumers read
+ * it: an older version brought up to the newest the node knows by its upcasters, a newer one a data error. A message
+ * PostgreSQL refuses is tried {@code maxAttempts} times and then dead-lettered with the database's error, and its
+ * partition goes on; a transient failure is retried with back-off and never counts. A dead letter is recorded in
  * {@code queen.sink_dead_letters} in the transaction that moves the progress row past it, so a message at or
  * below its row is told apart as applied (dropped) or dead-lettered (tried again: a redrive, or a batch whose
  * dead-letter acknowledgement never reached Queen).
@@ -88,6 +91,8 @@ public final class Sink {
   private final long version;
   private final ConnectorHost host;
   private final ObjectMapper mapper;
+  /** The node's payload types and upcasters: typed payloads are read as its consumers read them. */
+  private final PayloadTypes types;
   private final String password;
   private volatile TargetTable table;
   /** When {@link #table} was read ({@code System.nanoTime()}). */
@@ -128,6 +133,7 @@ public final class Sink {
     this.version = version;
     this.password = password;
     this.mapper = host.mapper();
+    this.types = host.payloadTypes();
     if (!spec.enabled()) {
       phase = "disabled"; // never started: start() is not called for a disabled document
     }
@@ -1073,16 +1079,43 @@ public final class Sink {
   }
 
   private Bound bind(Message m) throws DataError {
+    JsonNode payload = payload(m);
     return switch (spec.mode()) {
-      case "append" -> rowStatement(row(m, m.payload(), Set.of()), false);
-      case "upsert" -> rowStatement(row(m, m.payload(), Set.of()), true);
-      case "cdc" -> cdc(m);
-      default -> sql(m);
+      case "append" -> rowStatement(row(m, payload, payload, Set.of()), false);
+      case "upsert" -> rowStatement(row(m, payload, payload, Set.of()), true);
+      case "cdc" -> cdc(m, payload);
+      default -> sql(m, payload);
     };
   }
 
-  private Bound cdc(Message m) throws DataError {
-    JsonNode e = m.payload();
+  /**
+   * The message's payload as the node's consumers read it with a typed class ({@link Message#payload(Class)}): a typed
+   * payload of an older version is brought up, on a copy, through the node's upcasters to the newest version of its
+   * type the node knows ({@link PayloadTypes#newestVersion}: the builder's {@code payloadType} registrations and
+   * upcasters). An untyped payload, one already at that version, and one of a type the node knows nothing of are read
+   * as stored. A newer version than the node knows, a missing upcaster or one that throws is a data error whose text
+   * names the type and the versions, never the payload.
+   */
+  private JsonNode payload(Message m) throws DataError {
+    String type = m.payloadType();
+    int newest = type == null ? 0 : types.newestVersion(type);
+    if (newest == 0 || m.payloadVersion() == newest) {
+      return m.payload();
+    }
+    try {
+      return types.readable(m.payload(), type, m.payloadVersion(), new PayloadTypes.Type(type, newest), "message "
+          + m.id() + " (queue '" + m.queue() + "', partition '" + m.partition() + "', offset " + m.offset() + ")");
+    } catch (PayloadTypeException e) {
+      if (e.reason() == PayloadTypeException.Reason.NEWER_VERSION) {
+        throw new DataError("payload type '" + type + "' version " + m.payloadVersion() + " is newer than version "
+            + newest + ", the newest this node knows: give the nodes that run sinks version " + m.payloadVersion()
+            + " (payloadType, or the upcaster to it, on the builder), then redrive the dead letter");
+      }
+      throw new DataError(e.getMessage()); // names the message, the type, the versions and the missing or failed step
+    }
+  }
+
+  private Bound cdc(Message m, JsonNode e) throws DataError {
     if (!e.isObject() || !e.path("op").isTextual()) {
       throw new DataError("payload is not a change event (an object with op)");
     }
@@ -1104,12 +1137,12 @@ public final class Sink {
     String op = e.get("op").asText();
     switch (op) {
       case "c", "r" -> {
-        return rowStatement(row(m, e.path("after"), Set.of()), true);
+        return rowStatement(row(m, e, e.path("after"), Set.of()), true);
       }
       case "u" -> {
         Set<String> unchanged = new java.util.HashSet<>();
         e.path("unchanged").forEach(n -> unchanged.add(n.asText()));
-        return rowStatement(row(m, e.path("after"), unchanged), true);
+        return rowStatement(row(m, e, e.path("after"), unchanged), true);
       }
       case "d" -> {
         JsonNode key = e.path("key").isObject() ? e.get("key") : e.path("before");
@@ -1141,13 +1174,21 @@ public final class Sink {
     if (!"cdc".equals(spec.mode())) {
       return false;
     }
-    JsonNode e = m.payload();
+    JsonNode e;
+    try {
+      e = payload(m);
+    } catch (DataError x) {
+      return false;
+    }
     return e.isObject() && e.path("op").isTextual()
         && (otherTable(e) || ("t".equals(e.get("op").asText()) && !spec.truncates()));
   }
 
-  /** The object handed to jsonb_populate_record: the message's columns, then the metadata columns. */
-  private ObjectNode row(Message m, JsonNode source, Set<String> leaveAlone) throws DataError {
+  /**
+   * The object handed to jsonb_populate_record: the columns of {@code source} (the payload as read, or a cdc event's
+   * {@code after}), then the metadata columns ({@code payload}: the payload as read).
+   */
+  private ObjectNode row(Message m, JsonNode payload, JsonNode source, Set<String> leaveAlone) throws DataError {
     ObjectNode row = mapper.createObjectNode();
     if (source.isObject()) {
       for (String col : table.writable()) {
@@ -1166,7 +1207,7 @@ public final class Sink {
         case "transactionId" -> m.transactionId() == null ? mapper.getNodeFactory().nullNode()
             : mapper.getNodeFactory().textNode(m.transactionId());
         case "createdAt" -> mapper.getNodeFactory().textNode(m.createdAt().toString());
-        default -> m.payload();
+        default -> payload;
       };
       row.set(e.getValue(), v);
     }
@@ -1255,17 +1296,20 @@ public final class Sink {
     return new String[] {one, many, keyed};
   }
 
-  private Bound sql(Message m) {
+  private Bound sql(Message m, JsonNode payload) {
     SqlStatement st = SqlStatement.parse(spec.statement());
     List<String> values = new ArrayList<>();
     for (int n : st.binds()) {
-      values.add(param(m, spec.params().get(n - 1)));
+      values.add(param(m, payload, spec.params().get(n - 1)));
     }
     return new Bound(st.jdbc(), values);
   }
 
-  /** A {@code sql}-mode parameter as text: objects and arrays as their JSON, a missing path as null. */
-  String param(Message m, String path) {
+  /**
+   * A {@code sql}-mode parameter as text: a path into the payload as read, objects and arrays as their JSON, a
+   * missing path as null; or one of the message's own facts.
+   */
+  String param(Message m, JsonNode payload, String path) {
     switch (path) {
       case "@partition":
         return m.partition();
@@ -1280,7 +1324,7 @@ public final class Sink {
       default:
         break;
     }
-    JsonNode n = m.payload();
+    JsonNode n = payload;
     java.util.regex.Matcher step = java.util.regex.Pattern.compile("\\.([A-Za-z0-9_]+)|\\[(\\d+)]").matcher(path);
     int at = 1;
     while (at < path.length() && step.find(at) && step.start() == at) {
