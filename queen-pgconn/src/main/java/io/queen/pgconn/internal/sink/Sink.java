@@ -430,6 +430,25 @@ public final class Sink {
     }
   }
 
+  /**
+   * A statement over a run of messages that PostgreSQL refused with a data error, and {@code message}, the run's only
+   * message when it held one: that refusal is the message's try in this delivery, and it is not run again on its own.
+   * Over several messages it is null: PostgreSQL's error does not say which row it refused (nor, inside a transaction,
+   * does pgjdbc say which entry of a JDBC batch: it reports every entry failed), so each message then runs on its own
+   * to find it, the refused one included.
+   */
+  static final class Refused extends Exception {
+    private static final long serialVersionUID = 1L;
+    final transient SQLException error;
+    final transient Message message;
+
+    Refused(SQLException error, Message message) {
+      super(null, null, false, false);
+      this.error = error;
+      this.message = message;
+    }
+  }
+
   /** Thrown to give leases back without an attempt (the loop does that for any exception). */
   static final class GiveBack extends Exception {
     private static final long serialVersionUID = 1L;
@@ -585,8 +604,13 @@ public final class Sink {
     for (Message m : batch) {
       byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
     }
-    if (applyFollowing(c, batch, byPartition)) {
-      return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0, 0);
+    Refused refused = null;
+    try {
+      if (applyFollowing(c, batch, byPartition)) {
+        return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0, 0);
+      }
+    } catch (Refused r) {
+      refused = r; // the batch's one statement was refused: message by message below, never that statement again
     }
     checkConstraintsAtOnce(c); // again: the attempt above may have rolled its transaction back
     Map<Long, Long> last = lockProgress(c, byPartition);
@@ -604,8 +628,9 @@ public final class Sink {
     List<Message> held = new ArrayList<>();
     Map<Long, Long> advance = new HashMap<>();
     // a message refused before (attempt > 1: for the sink's group only a FAILED ack counts) goes message by
-    // message at once rather than failing the batch's one statement again; so does a dead-lettered one tried again
-    boolean oneByOne = !marked.isEmpty() || fresh.stream().anyMatch(m -> m.attempt() > 1);
+    // message at once rather than failing the batch's one statement again; so does a dead-lettered one tried again,
+    // and a batch whose one statement was just refused (run again, it would only run the refused row once more)
+    boolean oneByOne = refused != null || !marked.isEmpty() || fresh.stream().anyMatch(m -> m.attempt() > 1);
     boolean fast = !oneByOne;
     for (Message m : fresh) {
       advance.merge(m.partitionId(), m.offset(), Math::max);
@@ -614,12 +639,8 @@ public final class Sink {
       if (fast && runFast(c, fresh, advance)) {
         advance.clear(); // advanced by the last statement
       }
-    } catch (SQLException e) {
-      // 21000: rows of one statement met on one key of a unique index the reduction did not see as one key
-      // (NULLS NOT DISTINCT); one message at a time cannot meet that
-      if (!isDataError(e) && !"21000".equals(e.getSQLState())) {
-        throw e;
-      }
+    } catch (Refused r) {
+      refused = r;
       fast = false;
     } catch (DataError e) {
       fast = false;
@@ -647,40 +668,46 @@ public final class Sink {
             dead.put(m, marked.get(m));
             continue;
           }
-          Savepoint sp = c.setSavepoint();
-          try {
-            applyOne(c, m);
-            c.releaseSavepoint(sp);
-            if (below) {
-              unmark.add(m); // applied at last: no longer a dead letter of this sink; the row stays where it is
-            } else {
-              advance.merge(m.partitionId(), m.offset(), Math::max);
-            }
-          } catch (SQLException | DataError e) {
-            if (e instanceof SQLException se && !isDataError(se)) {
-              throw se;
-            }
-            c.rollback(sp);
-            // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
-            int n = m.attempt();
-            String why = errorText(e); // the constraint, column and table names too (values stay masked)
-            if (n >= spec.maxAttempts()) {
-              String reason = "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + errorText(e);
-              dead.put(m, reason);
-              mark.put(m, reason);
-              if (!below) {
+          Exception e = null;
+          if (refused != null && refused.message == m && !below) {
+            e = refused.error; // this delivery's try of it: its refusal by the statement that held it
+          } else {
+            Savepoint sp = c.setSavepoint();
+            try {
+              applyOne(c, m);
+              c.releaseSavepoint(sp);
+              if (below) {
+                unmark.add(m); // applied at last: no longer a dead letter of this sink; the row stays where it is
+              } else {
                 advance.merge(m.partitionId(), m.offset(), Math::max);
               }
-              LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
-                  spec.name(), m.partition(), m.offset(), n, why);
-            } else {
-              LOG.warn("{} - sink '{}': partition '{}' offset {} refused (attempt {} of {}): {}", host.nodeId(),
-                  spec.name(), m.partition(), m.offset(), n, spec.maxAttempts(), why);
-              failed.put(m, "sink '" + spec.name() + "' attempt " + n + " of " + spec.maxAttempts() + " refused: "
-                  + errorText(e));
-              held.addAll(part.subList(i + 1, part.size()));
-              break;
+              continue;
+            } catch (SQLException | DataError x) {
+              if (x instanceof SQLException se && !isDataError(se)) {
+                throw se;
+              }
+              c.rollback(sp);
+              e = x;
             }
+          }
+          // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
+          int n = m.attempt();
+          String why = errorText(e); // the constraint, column and table names too (values stay masked)
+          if (n >= spec.maxAttempts()) {
+            String reason = "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + why;
+            dead.put(m, reason);
+            mark.put(m, reason);
+            if (!below) {
+              advance.merge(m.partitionId(), m.offset(), Math::max);
+            }
+            LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
+                spec.name(), m.partition(), m.offset(), n, why);
+          } else {
+            LOG.warn("{} - sink '{}': partition '{}' offset {} refused (attempt {} of {}): {}", host.nodeId(),
+                spec.name(), m.partition(), m.offset(), n, spec.maxAttempts(), why);
+            failed.put(m, "sink '" + spec.name() + "' attempt " + n + " of " + spec.maxAttempts() + " refused: " + why);
+            held.addAll(part.subList(i + 1, part.size()));
+            break;
           }
         }
       }
@@ -822,9 +849,12 @@ public final class Sink {
    * qualified (a batch applied before whose ack never reached Queen, a race), the statement wrote nothing that
    * stays: the transaction is rolled back here and the batch goes the general way (lock the progress rows, drop
    * what is done, apply). Returns whether the batch was applied (not committed yet).
+   *
+   * @throws Refused when PostgreSQL refused a row (rolled back here): the general way applies the batch message by
+   *     message, without this statement
    */
   private boolean applyFollowing(Connection c, List<Message> batch, Map<Long, List<Message>> byPartition)
-      throws SQLException {
+      throws SQLException, Refused {
     if (batch.stream().anyMatch(m -> m.attempt() > 1)) {
       return false;
     }
@@ -879,11 +909,13 @@ public final class Sink {
       rs.next();
       moved = rs.getInt(1);
     } catch (SQLException e) {
-      if (!isDataError(e) && !"21000".equals(e.getSQLState())) {
+      // 21000 (a data error too): rows of one statement met on one key of a unique index the reduction did not see
+      // as one key (NULLS NOT DISTINCT); one message at a time cannot meet that
+      if (!isDataError(e)) {
         throw e;
       }
       c.rollback();
-      return false; // a refused row: the general way finds it, message by message
+      throw new Refused(e, batch.size() == 1 ? batch.get(0) : null); // the general way finds it, message by message
     }
     if (moved != k) {
       c.rollback();
@@ -965,49 +997,63 @@ public final class Sink {
    * When the last run is a row statement it also moves the progress rows to {@code advance} (one statement,
    * one round trip less): returns whether it did.
    */
-  private boolean runFast(Connection c, List<Message> fresh, Map<Long, Long> advance) throws SQLException, DataError {
+  private boolean runFast(Connection c, List<Message> fresh, Map<Long, Long> advance)
+      throws SQLException, DataError, Refused {
     List<Bound> run = new ArrayList<>();
+    List<Message> of = new ArrayList<>();
     for (Message m : fresh) {
       Bound b = bind(m);
       if (b == null) {
         continue; // nothing to do for this message (a skipped truncate)
       }
       if (!run.isEmpty() && !run.get(0).sql.equals(b.sql)) {
-        flush(c, run, null);
+        flush(c, run, of, null);
       }
       run.add(b);
+      of.add(m);
     }
-    return flush(c, run, advance);
+    return flush(c, run, of, advance);
   }
 
   /**
-   * Runs a run of messages with the same statement, and empties it; a row statement also advances the
-   * progress rows when {@code advance} is given (returns whether it did).
+   * Runs a run of messages with the same statement ({@code of}: their messages), and empties both; a row statement
+   * also advances the progress rows when {@code advance} is given (returns whether it did).
+   *
+   * @throws Refused when PostgreSQL refused a row, naming its message when the run says which (see {@link Refused})
    */
-  private boolean flush(Connection c, List<Bound> run, Map<Long, Long> advance) throws SQLException {
+  private boolean flush(Connection c, List<Bound> run, List<Message> of, Map<Long, Long> advance)
+      throws SQLException, Refused {
     if (run.isEmpty()) {
       return false;
     }
     Bound first = run.get(0);
     boolean advanced = false;
-    if (first.setSql != null) {
-      Rows rows = rows(run);
-      advanced = advance != null && !advance.isEmpty();
-      PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + rows.sql : rows.sql);
-      if (advanced) {
-        bindAdvance(c, st, advance);
+    try {
+      if (first.setSql != null) {
+        Rows rows = rows(run);
+        advanced = advance != null && !advance.isEmpty();
+        PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + rows.sql : rows.sql);
+        if (advanced) {
+          bindAdvance(c, st, advance);
+        }
+        st.setObject(advanced ? 4 : 1, rows.json, Types.OTHER);
+        st.executeUpdate();
+      } else {
+        PreparedStatement st = prepared(c, first.sql);
+        for (Bound b : run) {
+          b.set(st);
+          st.addBatch();
+        }
+        st.executeBatch();
       }
-      st.setObject(advanced ? 4 : 1, rows.json, Types.OTHER);
-      st.executeUpdate();
-    } else {
-      PreparedStatement st = prepared(c, first.sql);
-      for (Bound b : run) {
-        b.set(st);
-        st.addBatch();
+    } catch (SQLException e) {
+      if (!isDataError(e)) {
+        throw e;
       }
-      st.executeBatch();
+      throw new Refused(e, of.size() == 1 ? of.get(0) : null);
     }
     run.clear();
+    of.clear();
     return advanced;
   }
 
