@@ -22,7 +22,9 @@ import org.junit.jupiter.api.Timeout;
 /**
  * How often a poison message runs against the target, counted by the target itself: a trigger on the table takes a
  * value of a sequence each time PostgreSQL runs the poison's row (a sequence is not rolled back with the refused
- * statement).
+ * statement). And what its dead letter says: in the target ({@code queen.sink_dead_letters}, beside the data) the
+ * database's message as PostgreSQL wrote it, with the constraint, column, table and SQLState; in Queen's dead-letter
+ * record and in the logs the same with values masked.
  */
 @QueenPostgres
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
@@ -78,7 +80,7 @@ class SinkPoisonTest {
    * refusal is that try, not run again on its own.
    */
   @Test
-  void aPoisonRunsExactlyMaxAttemptsTimes() throws Exception {
+  void aPoisonRunsExactlyMaxAttemptsTimesAndItsDeadLetterInTheTargetKeepsTheDatabasesMessage() throws Exception {
     try (LogCapture logs = LogCapture.start(); Queen q = node()) {
       putSink(q, "upsert");
       q.push(List.of(PushItem.to("stock", "s", Map.of("id", 2, "qty", -5))));
@@ -88,6 +90,9 @@ class SinkPoisonTest {
       assertThat(d.error()).isEqualTo("sink 'stock-sink' gave up after 3 attempt(s): SQLException (sanitised"
           + " org.postgresql.util.PSQLException, SQLState 23514): new row for relation \"…\" violates check constraint"
           + " \"…\"; constraint qty_not_negative; table stock");
+      assertThat(f.rows("select \"offset\", error from queen.sink_dead_letters where sink = 'stock-sink'"))
+          .containsExactly("0 | new row for relation \"stock\" violates check constraint \"qty_not_negative\";"
+              + " constraint qty_not_negative; table public.stock; SQLState 23514");
       assertThat(logs.linesWith("refused 3 time(s), dead-lettered")).singleElement().asString()
           .contains("violates check constraint \"…\"; constraint qty_not_negative");
 
@@ -130,6 +135,28 @@ class SinkPoisonTest {
       DeadLetter d = deadLetter(q);
       assertThat(runs()).isEqualTo(3);
       assertThat(d.attempts()).isEqualTo(3);
+      assertThat(f.rows("select error from queen.sink_dead_letters where sink = 'stock-sink'")).containsExactly(
+          "new row for relation \"stock\" violates check constraint \"qty_not_negative\"; constraint qty_not_negative;"
+              + " table public.stock; SQLState 23514");
+    }
+  }
+
+  /**
+   * A message PostgreSQL quotes a value in (22P02): the target's dead letter keeps it as written; Queen's record and
+   * the log lines mask it.
+   */
+  @Test
+  void aValueInTheDatabasesMessageIsKeptInTheTargetAndMaskedInQueenAndTheLogs() throws Exception {
+    try (LogCapture logs = LogCapture.start(); Queen q = node()) {
+      q.connectors().put("stock-sink", """
+          {"kind": "sink", "sink": {"queue": "stock", "table": "stock", "mode": "append", "maxAttempts": 1}}""");
+      q.push(List.of(PushItem.to("stock", "s", Map.of("id", 7, "qty", "secret-abc"))));
+      DeadLetter d = deadLetter(q);
+      assertThat(f.rows("select error from queen.sink_dead_letters where sink = 'stock-sink'")).containsExactly(
+          "invalid input syntax for type integer: \"secret-abc\"; SQLState 22P02");
+      assertThat(d.error()).isEqualTo("sink 'stock-sink' gave up after 1 attempt(s): SQLException (sanitised"
+          + " org.postgresql.util.PSQLException, SQLState 22P02): invalid input syntax for type integer: \"…\"");
+      assertThat(logs.lines()).as("no value in any log line").noneMatch(l -> l.contains("secret-abc"));
     }
   }
 }

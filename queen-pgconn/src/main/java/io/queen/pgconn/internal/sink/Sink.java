@@ -45,9 +45,10 @@ import org.slf4j.LoggerFactory;
  * it: an older version brought up to the newest the node knows by its upcasters, a newer one a data error. A message
  * PostgreSQL refuses is tried {@code maxAttempts} times and then dead-lettered with the database's error, and its
  * partition goes on; a transient failure is retried with back-off and never counts. A dead letter is recorded in
- * {@code queen.sink_dead_letters} in the transaction that moves the progress row past it, so a message at or
- * below its row is told apart as applied (dropped) or dead-lettered (tried again: a redrive, or a batch whose
- * dead-letter acknowledgement never reached Queen).
+ * {@code queen.sink_dead_letters} (with the database's message as PostgreSQL wrote it) in the transaction that moves
+ * the progress row past it, so a message at or below its row is told apart as applied (dropped) or dead-lettered
+ * (tried again: a redrive, or a batch whose dead-letter acknowledgement never reached Queen); Queen's record of it
+ * carries the same error with values masked, as the logs do.
  */
 public final class Sink {
   private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
@@ -65,6 +66,7 @@ public final class Sink {
    * A dead letter the sink decided in a target transaction (the progress row moved past it there), kept until the
    * message is applied: a batch that comes again because Queen's record of it was lost (a failed ack, a lost lease,
    * a crash) finds it here and dead-letters it again instead of taking it for applied, and a redrive of it is tried.
+   * {@code error} is the database's message as PostgreSQL wrote it (values unmasked: it sits beside the data).
    */
   static final String DEAD_DDL = """
       create table if not exists queen.sink_dead_letters (
@@ -382,7 +384,8 @@ public final class Sink {
         for (io.queen.DeadLetter d : page) {
           pids.add(d.partitionId());
           offsets.add(d.offset());
-          errors.add(d.error() == null ? "" : d.error());
+          // Queen's reason without its "gave up after" head: the row holds the error, as a row made here does
+          errors.add(d.error() == null ? "" : GAVE_UP.matcher(d.error()).replaceFirst(""));
           after = d.id();
         }
       }
@@ -665,7 +668,7 @@ public final class Sink {
           if (below && i + 1 < part.size() && part.get(i + 1).offset() <= last.get(m.partitionId())) {
             // with messages after it that were applied: a batch that comes again because Queen's record of the dead
             // letter was lost, not a redrive (delivered alone); applied now, it would land after them
-            dead.put(m, marked.get(m));
+            dead.put(m, gaveUp(m.attempt()) + masked(marked.get(m)));
             continue;
           }
           Exception e = null;
@@ -692,11 +695,10 @@ public final class Sink {
           }
           // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
           int n = m.attempt();
-          String why = errorText(e); // the constraint, column and table names too (values stay masked)
+          String why = errorText(e); // for Queen and the logs: the names of the objects, values masked
           if (n >= spec.maxAttempts()) {
-            String reason = "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + why;
-            dead.put(m, reason);
-            mark.put(m, reason);
+            dead.put(m, gaveUp(n) + why);
+            mark.put(m, databaseError(e)); // in the target, beside the data: as PostgreSQL wrote it
             if (!below) {
               advance.merge(m.partitionId(), m.offset(), Math::max);
             }
@@ -734,6 +736,34 @@ public final class Sink {
     }
     recordDeadLetters(c, mark, unmark);
     return committed(c, done, dead, failed, held, skippedHere, ignoredHere);
+  }
+
+  /** How the reason of a sink's {@code DEAD_LETTER} ack in Queen begins ({@link #gaveUp}). */
+  private static final java.util.regex.Pattern GAVE_UP = java.util.regex.Pattern.compile(
+      "^sink '[^']*' gave up after \\d+ attempt\\(s\\): ");
+
+  /** How the reason of the sink's {@code DEAD_LETTER} ack in Queen begins. */
+  private String gaveUp(int attempts) {
+    return "sink '" + spec.name() + "' gave up after " + attempts + " attempt(s): ";
+  }
+
+  /** A quoted name or value in the primary message of PostgreSQL's error. */
+  private static final java.util.regex.Pattern QUOTED = java.util.regex.Pattern.compile("\"[^\"]*\"|'[^']*'");
+
+  /** The SQLState {@link #databaseError} ends with. */
+  private static final java.util.regex.Pattern SQLSTATE = java.util.regex.Pattern.compile("; SQLState (\\w{5})$");
+
+  /**
+   * A dead letter's error as the target keeps it ({@link #databaseError}), for Queen's record made again from it: the
+   * node's rule for Queen's records and logs ({@link ConnectorHost#describe}), quoted text masked in the messages of
+   * classes 22 and 23, which may quote a value; the names PostgreSQL reports follow unquoted and stay.
+   */
+  static String masked(String targetError) {
+    java.util.regex.Matcher st = SQLSTATE.matcher(targetError);
+    if (st.find() && (st.group(1).startsWith("22") || st.group(1).startsWith("23"))) {
+      return QUOTED.matcher(targetError).replaceAll("\"…\"");
+    }
+    return targetError;
   }
 
   /**
@@ -1427,7 +1457,12 @@ public final class Sink {
         && ("42501".equals(s.getSQLState()) || "44000".equals(s.getSQLState()));
   }
 
-  /** The database's error for a dead letter: its primary message (no detail lines, values in 22/23 masked). */
+  /**
+   * The database's error for Queen and the logs ({@code FAILED} and {@code DEAD_LETTER} acks, WARN lines): the
+   * node's description of it ({@link ConnectorHost#describe}: class, SQLState, PostgreSQL's primary message, quoted
+   * values masked in classes 22 and 23) and the names of the constraint, column, type and table PostgreSQL reports;
+   * never a detail line, the statement or a value of the payload. A data error of the sink's own: its text.
+   */
   private String errorText(Exception e) {
     if (e instanceof SQLException se) {
       SQLException inner = se.getNextException() != null ? se.getNextException() : se;
@@ -1444,6 +1479,34 @@ public final class Sink {
       return d.toString();
     }
     return e.getMessage();
+  }
+
+  /**
+   * The database's error as PostgreSQL wrote it, for the dead letter's row in the target ({@code
+   * queen.sink_dead_letters}, beside the data it is about): the primary message unmasked, then the constraint, column,
+   * type and table (schema-qualified) PostgreSQL names, and the SQLState, from pgjdbc's {@code ServerErrorMessage}.
+   * No detail, hint or context line (a row's values are there), never the statement. A data error of the sink's own:
+   * its text.
+   */
+  private static String databaseError(Exception e) {
+    if (!(e instanceof SQLException se)) {
+      return e.getMessage();
+    }
+    SQLException inner = se.getNextException() != null ? se.getNextException() : se;
+    if (!(inner instanceof org.postgresql.util.PSQLException pe) || pe.getServerErrorMessage() == null) {
+      return "SQLState " + inner.getSQLState(); // not the server's verdict (not a data error): nothing of its text
+    }
+    var sm = pe.getServerErrorMessage();
+    StringBuilder d = new StringBuilder(sm.getMessage() == null ? "" : sm.getMessage());
+    String table = sm.getTable() == null ? null : sm.getSchema() == null ? sm.getTable() : sm.getSchema() + "."
+        + sm.getTable();
+    for (String[] part : new String[][] {{"constraint", sm.getConstraint()}, {"column", sm.getColumn()},
+        {"type", sm.getDatatype()}, {"table", table}, {"SQLState", sm.getSQLState()}}) {
+      if (part[1] != null) {
+        d.append("; ").append(part[0]).append(' ').append(part[1]);
+      }
+    }
+    return d.toString();
   }
 
   /**
