@@ -40,10 +40,21 @@ public final class PayloadTypes {
 
   private final Map<Class<?>, Type> registered;
   private final Map<String, PayloadUpcaster> upcasters;
+  /** Per type name: the newest version a registration or an upcaster names. */
+  private final Map<String, Integer> newest;
 
   private PayloadTypes(Builder b) {
     this.registered = Map.copyOf(b.registered);
     this.upcasters = Map.copyOf(b.upcasters);
+    Map<String, Integer> n = new HashMap<>();
+    for (Type t : b.registered.values()) {
+      n.merge(t.name(), t.version(), Math::max);
+    }
+    for (String key : b.upcasters.keySet()) {
+      int at = key.indexOf('\u0000');
+      n.merge(key.substring(0, at), Integer.parseInt(key.substring(at + 1)) + 1, Math::max);
+    }
+    this.newest = Map.copyOf(n);
   }
 
   public static Builder builder() {
@@ -60,6 +71,21 @@ public final class PayloadTypes {
     }
     Type t = registered.isEmpty() ? null : registered.get(c);
     return t != null ? t : ANNOTATED.get(c);
+  }
+
+  /**
+   * The newest schema version of type {@code name} this node knows without a class in hand: the highest of the
+   * versions registered for that name ({@link Builder#register}, the builder's {@code payloadType}) and of the
+   * versions its upcasters lead to ({@code from + 1}); 0 when neither names it. A {@link QueenType} annotation is
+   * not seen here: it is read from the class a consumer passes to {@link Message#payload(Class)}. A reader without
+   * a class (a Postgres sink) reads a typed payload at this version, through {@link #readable}.
+   */
+  public int newestVersion(String name) {
+    if (name == null) {
+      return 0;
+    }
+    Integer v = newest.get(name);
+    return v == null ? 0 : v;
   }
 
   /** The upcaster from {@code fromVersion} to {@code fromVersion + 1} of a type, or {@code null}. */

@@ -8,8 +8,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * Registered per type and source version ({@link PayloadTypes.Builder#upcaster}); a reader that understands
  * version 3 reads a version 1 message through the 1→2 and 2→3 upcasters, in that order.
  *
- * <p>It runs on the consumer, at {@link Message#payload(Class)}, on a copy of the stored JSON (it may modify
- * and return its argument). The stored message is never changed: {@link Message#payload()} stays the JSON
+ * <p>It runs on the consumer, at {@link Message#payload(Class)}, and in a Postgres sink before it maps a payload onto
+ * columns (up to {@link PayloadTypes#newestVersion}), on a copy of the stored JSON (it may modify and return its
+ * argument). The stored message is never changed: {@link Message#payload()} stays the JSON
  * as it was pushed. An upcaster that throws fails the read with a {@link PayloadTypeException}.
  */
 @FunctionalInterface

@@ -2,6 +2,7 @@ package io.queen.embedded.internal;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.queen.Kv;
+import io.queen.PayloadTypes;
 import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
@@ -50,6 +51,11 @@ public final class ConnectorHostImpl implements ConnectorHost {
   @Override
   public ObjectMapper mapper() {
     return q.codec().mapper();
+  }
+
+  @Override
+  public PayloadTypes payloadTypes() {
+    return q.config().payloadTypes();
   }
 
   @Override

@@ -2,6 +2,7 @@ package io.queen.embedded.spi;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.queen.Kv;
+import io.queen.PayloadTypes;
 import io.queen.Queen;
 import io.queen.Subscription;
 import java.sql.Connection;
@@ -37,6 +38,14 @@ public interface ConnectorHost {
 
   /** Queen's ObjectMapper (the one payloads are read with). */
   ObjectMapper mapper();
+
+  /**
+   * The node's payload types and upcasters (the builder's {@code payloadType} and {@code upcaster}): the same
+   * object {@link io.queen.Message#payload(Class)} reads typed payloads with. A connector that reads payloads
+   * without a class brings an older version up with {@link PayloadTypes#readable} to
+   * {@link PayloadTypes#newestVersion}.
+   */
+  PayloadTypes payloadTypes();
 
   /** The node's scheduler thread: short tasks only. */
   ScheduledExecutorService scheduler();

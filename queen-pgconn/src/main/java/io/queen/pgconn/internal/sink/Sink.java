@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.queen.AckStatus;
 import io.queen.ConnectorStatus;
 import io.queen.Message;
+import io.queen.PayloadTypeException;
+import io.queen.PayloadTypes;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.Transaction;
@@ -39,12 +41,14 @@ import org.slf4j.LoggerFactory;
  * One sink on this node: a consume loop of {@code workers} threads, each batch one transaction on the
  * target that locks the batch's progress rows in {@code queen.sink_progress} (in partition-id order),
  * drops every message at or below its partition's last offset, applies the rest, advances the offsets and
- * commits; only then are the messages acknowledged in Queen. A message PostgreSQL refuses is tried
- * {@code maxAttempts} times and then dead-lettered with the database's error, and its partition goes on; a
- * transient failure is retried with back-off and never counts. A dead letter is recorded in
- * {@code queen.sink_dead_letters} in the transaction that moves the progress row past it, so a message at or
- * below its row is told apart as applied (dropped) or dead-lettered (tried again: a redrive, or a batch whose
- * dead-letter acknowledgement never reached Queen).
+ * commits; only then are the messages acknowledged in Queen. A typed payload is read as the node's consumers read
+ * it: an older version brought up to the newest the node knows by its upcasters, a newer one a data error. A message
+ * PostgreSQL refuses is tried {@code maxAttempts} times and then dead-lettered with the database's error, and its
+ * partition goes on; a transient failure is retried with back-off and never counts. A dead letter is recorded in
+ * {@code queen.sink_dead_letters} (with the database's message as PostgreSQL wrote it) in the transaction that moves
+ * the progress row past it, so a message at or below its row is told apart as applied (dropped) or dead-lettered
+ * (tried again: a redrive, or a batch whose dead-letter acknowledgement never reached Queen); Queen's record of it
+ * carries the same error with values masked, as the logs do.
  */
 public final class Sink {
   private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
@@ -62,6 +66,7 @@ public final class Sink {
    * A dead letter the sink decided in a target transaction (the progress row moved past it there), kept until the
    * message is applied: a batch that comes again because Queen's record of it was lost (a failed ack, a lost lease,
    * a crash) finds it here and dead-letters it again instead of taking it for applied, and a redrive of it is tried.
+   * {@code error} is the database's message as PostgreSQL wrote it (values unmasked: it sits beside the data).
    */
   static final String DEAD_DDL = """
       create table if not exists queen.sink_dead_letters (
@@ -88,6 +93,8 @@ public final class Sink {
   private final long version;
   private final ConnectorHost host;
   private final ObjectMapper mapper;
+  /** The node's payload types and upcasters: typed payloads are read as its consumers read them. */
+  private final PayloadTypes types;
   private final String password;
   private volatile TargetTable table;
   /** When {@link #table} was read ({@code System.nanoTime()}). */
@@ -128,6 +135,7 @@ public final class Sink {
     this.version = version;
     this.password = password;
     this.mapper = host.mapper();
+    this.types = host.payloadTypes();
     if (!spec.enabled()) {
       phase = "disabled"; // never started: start() is not called for a disabled document
     }
@@ -376,7 +384,8 @@ public final class Sink {
         for (io.queen.DeadLetter d : page) {
           pids.add(d.partitionId());
           offsets.add(d.offset());
-          errors.add(d.error() == null ? "" : d.error());
+          // Queen's reason without its "gave up after" head: the row holds the error, as a row made here does
+          errors.add(d.error() == null ? "" : GAVE_UP.matcher(d.error()).replaceFirst(""));
           after = d.id();
         }
       }
@@ -421,6 +430,25 @@ public final class Sink {
 
     DataError(String why) {
       super(why);
+    }
+  }
+
+  /**
+   * A statement over a run of messages that PostgreSQL refused with a data error, and {@code message}, the run's only
+   * message when it held one: that refusal is the message's try in this delivery, and it is not run again on its own.
+   * Over several messages it is null: PostgreSQL's error does not say which row it refused (nor, inside a transaction,
+   * does pgjdbc say which entry of a JDBC batch: it reports every entry failed), so each message then runs on its own
+   * to find it, the refused one included.
+   */
+  static final class Refused extends Exception {
+    private static final long serialVersionUID = 1L;
+    final transient SQLException error;
+    final transient Message message;
+
+    Refused(SQLException error, Message message) {
+      super(null, null, false, false);
+      this.error = error;
+      this.message = message;
     }
   }
 
@@ -579,8 +607,13 @@ public final class Sink {
     for (Message m : batch) {
       byPartition.computeIfAbsent(m.partitionId(), k -> new ArrayList<>()).add(m);
     }
-    if (applyFollowing(c, batch, byPartition)) {
-      return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0, 0);
+    Refused refused = null;
+    try {
+      if (applyFollowing(c, batch, byPartition)) {
+        return committed(c, new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0, 0);
+      }
+    } catch (Refused r) {
+      refused = r; // the batch's one statement was refused: message by message below, never that statement again
     }
     checkConstraintsAtOnce(c); // again: the attempt above may have rolled its transaction back
     Map<Long, Long> last = lockProgress(c, byPartition);
@@ -598,8 +631,9 @@ public final class Sink {
     List<Message> held = new ArrayList<>();
     Map<Long, Long> advance = new HashMap<>();
     // a message refused before (attempt > 1: for the sink's group only a FAILED ack counts) goes message by
-    // message at once rather than failing the batch's one statement again; so does a dead-lettered one tried again
-    boolean oneByOne = !marked.isEmpty() || fresh.stream().anyMatch(m -> m.attempt() > 1);
+    // message at once rather than failing the batch's one statement again; so does a dead-lettered one tried again,
+    // and a batch whose one statement was just refused (run again, it would only run the refused row once more)
+    boolean oneByOne = refused != null || !marked.isEmpty() || fresh.stream().anyMatch(m -> m.attempt() > 1);
     boolean fast = !oneByOne;
     for (Message m : fresh) {
       advance.merge(m.partitionId(), m.offset(), Math::max);
@@ -608,12 +642,8 @@ public final class Sink {
       if (fast && runFast(c, fresh, advance)) {
         advance.clear(); // advanced by the last statement
       }
-    } catch (SQLException e) {
-      // 21000: rows of one statement met on one key of a unique index the reduction did not see as one key
-      // (NULLS NOT DISTINCT); one message at a time cannot meet that
-      if (!isDataError(e) && !"21000".equals(e.getSQLState())) {
-        throw e;
-      }
+    } catch (Refused r) {
+      refused = r;
       fast = false;
     } catch (DataError e) {
       fast = false;
@@ -638,43 +668,48 @@ public final class Sink {
           if (below && i + 1 < part.size() && part.get(i + 1).offset() <= last.get(m.partitionId())) {
             // with messages after it that were applied: a batch that comes again because Queen's record of the dead
             // letter was lost, not a redrive (delivered alone); applied now, it would land after them
-            dead.put(m, marked.get(m));
+            dead.put(m, gaveUp(m.attempt()) + masked(marked.get(m)));
             continue;
           }
-          Savepoint sp = c.setSavepoint();
-          try {
-            applyOne(c, m);
-            c.releaseSavepoint(sp);
-            if (below) {
-              unmark.add(m); // applied at last: no longer a dead letter of this sink; the row stays where it is
-            } else {
-              advance.merge(m.partitionId(), m.offset(), Math::max);
-            }
-          } catch (SQLException | DataError e) {
-            if (e instanceof SQLException se && !isDataError(se)) {
-              throw se;
-            }
-            c.rollback(sp);
-            // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
-            int n = m.attempt();
-            String why = errorText(e); // the constraint, column and table names too (values stay masked)
-            if (n >= spec.maxAttempts()) {
-              String reason = "sink '" + spec.name() + "' gave up after " + n + " attempt(s): " + errorText(e);
-              dead.put(m, reason);
-              mark.put(m, reason);
-              if (!below) {
+          Exception e = null;
+          if (refused != null && refused.message == m && !below) {
+            e = refused.error; // this delivery's try of it: its refusal by the statement that held it
+          } else {
+            Savepoint sp = c.setSavepoint();
+            try {
+              applyOne(c, m);
+              c.releaseSavepoint(sp);
+              if (below) {
+                unmark.add(m); // applied at last: no longer a dead letter of this sink; the row stays where it is
+              } else {
                 advance.merge(m.partitionId(), m.offset(), Math::max);
               }
-              LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
-                  spec.name(), m.partition(), m.offset(), n, why);
-            } else {
-              LOG.warn("{} - sink '{}': partition '{}' offset {} refused (attempt {} of {}): {}", host.nodeId(),
-                  spec.name(), m.partition(), m.offset(), n, spec.maxAttempts(), why);
-              failed.put(m, "sink '" + spec.name() + "' attempt " + n + " of " + spec.maxAttempts() + " refused: "
-                  + errorText(e));
-              held.addAll(part.subList(i + 1, part.size()));
-              break;
+              continue;
+            } catch (SQLException | DataError x) {
+              if (x instanceof SQLException se && !isDataError(se)) {
+                throw se;
+              }
+              c.rollback(sp);
+              e = x;
             }
+          }
+          // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
+          int n = m.attempt();
+          String why = errorText(e); // for Queen and the logs: the names of the objects, values masked
+          if (n >= spec.maxAttempts()) {
+            dead.put(m, gaveUp(n) + why);
+            mark.put(m, databaseError(e)); // in the target, beside the data: as PostgreSQL wrote it
+            if (!below) {
+              advance.merge(m.partitionId(), m.offset(), Math::max);
+            }
+            LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
+                spec.name(), m.partition(), m.offset(), n, why);
+          } else {
+            LOG.warn("{} - sink '{}': partition '{}' offset {} refused (attempt {} of {}): {}", host.nodeId(),
+                spec.name(), m.partition(), m.offset(), n, spec.maxAttempts(), why);
+            failed.put(m, "sink '" + spec.name() + "' attempt " + n + " of " + spec.maxAttempts() + " refused: " + why);
+            held.addAll(part.subList(i + 1, part.size()));
+            break;
           }
         }
       }
@@ -701,6 +736,34 @@ public final class Sink {
     }
     recordDeadLetters(c, mark, unmark);
     return committed(c, done, dead, failed, held, skippedHere, ignoredHere);
+  }
+
+  /** How the reason of a sink's {@code DEAD_LETTER} ack in Queen begins ({@link #gaveUp}). */
+  private static final java.util.regex.Pattern GAVE_UP = java.util.regex.Pattern.compile(
+      "^sink '[^']*' gave up after \\d+ attempt\\(s\\): ");
+
+  /** How the reason of the sink's {@code DEAD_LETTER} ack in Queen begins. */
+  private String gaveUp(int attempts) {
+    return "sink '" + spec.name() + "' gave up after " + attempts + " attempt(s): ";
+  }
+
+  /** A quoted name or value in the primary message of PostgreSQL's error. */
+  private static final java.util.regex.Pattern QUOTED = java.util.regex.Pattern.compile("\"[^\"]*\"|'[^']*'");
+
+  /** The SQLState {@link #databaseError} ends with. */
+  private static final java.util.regex.Pattern SQLSTATE = java.util.regex.Pattern.compile("; SQLState (\\w{5})$");
+
+  /**
+   * A dead letter's error as the target keeps it ({@link #databaseError}), for Queen's record made again from it: the
+   * node's rule for Queen's records and logs ({@link ConnectorHost#describe}), quoted text masked in the messages of
+   * classes 22 and 23, which may quote a value; the names PostgreSQL reports follow unquoted and stay.
+   */
+  static String masked(String targetError) {
+    java.util.regex.Matcher st = SQLSTATE.matcher(targetError);
+    if (st.find() && (st.group(1).startsWith("22") || st.group(1).startsWith("23"))) {
+      return QUOTED.matcher(targetError).replaceAll("\"…\"");
+    }
+    return targetError;
   }
 
   /**
@@ -816,9 +879,12 @@ public final class Sink {
    * qualified (a batch applied before whose ack never reached Queen, a race), the statement wrote nothing that
    * stays: the transaction is rolled back here and the batch goes the general way (lock the progress rows, drop
    * what is done, apply). Returns whether the batch was applied (not committed yet).
+   *
+   * @throws Refused when PostgreSQL refused a row (rolled back here): the general way applies the batch message by
+   *     message, without this statement
    */
   private boolean applyFollowing(Connection c, List<Message> batch, Map<Long, List<Message>> byPartition)
-      throws SQLException {
+      throws SQLException, Refused {
     if (batch.stream().anyMatch(m -> m.attempt() > 1)) {
       return false;
     }
@@ -873,11 +939,13 @@ public final class Sink {
       rs.next();
       moved = rs.getInt(1);
     } catch (SQLException e) {
-      if (!isDataError(e) && !"21000".equals(e.getSQLState())) {
+      // 21000 (a data error too): rows of one statement met on one key of a unique index the reduction did not see
+      // as one key (NULLS NOT DISTINCT); one message at a time cannot meet that
+      if (!isDataError(e)) {
         throw e;
       }
       c.rollback();
-      return false; // a refused row: the general way finds it, message by message
+      throw new Refused(e, batch.size() == 1 ? batch.get(0) : null); // the general way finds it, message by message
     }
     if (moved != k) {
       c.rollback();
@@ -959,49 +1027,63 @@ public final class Sink {
    * When the last run is a row statement it also moves the progress rows to {@code advance} (one statement,
    * one round trip less): returns whether it did.
    */
-  private boolean runFast(Connection c, List<Message> fresh, Map<Long, Long> advance) throws SQLException, DataError {
+  private boolean runFast(Connection c, List<Message> fresh, Map<Long, Long> advance)
+      throws SQLException, DataError, Refused {
     List<Bound> run = new ArrayList<>();
+    List<Message> of = new ArrayList<>();
     for (Message m : fresh) {
       Bound b = bind(m);
       if (b == null) {
         continue; // nothing to do for this message (a skipped truncate)
       }
       if (!run.isEmpty() && !run.get(0).sql.equals(b.sql)) {
-        flush(c, run, null);
+        flush(c, run, of, null);
       }
       run.add(b);
+      of.add(m);
     }
-    return flush(c, run, advance);
+    return flush(c, run, of, advance);
   }
 
   /**
-   * Runs a run of messages with the same statement, and empties it; a row statement also advances the
-   * progress rows when {@code advance} is given (returns whether it did).
+   * Runs a run of messages with the same statement ({@code of}: their messages), and empties both; a row statement
+   * also advances the progress rows when {@code advance} is given (returns whether it did).
+   *
+   * @throws Refused when PostgreSQL refused a row, naming its message when the run says which (see {@link Refused})
    */
-  private boolean flush(Connection c, List<Bound> run, Map<Long, Long> advance) throws SQLException {
+  private boolean flush(Connection c, List<Bound> run, List<Message> of, Map<Long, Long> advance)
+      throws SQLException, Refused {
     if (run.isEmpty()) {
       return false;
     }
     Bound first = run.get(0);
     boolean advanced = false;
-    if (first.setSql != null) {
-      Rows rows = rows(run);
-      advanced = advance != null && !advance.isEmpty();
-      PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + rows.sql : rows.sql);
-      if (advanced) {
-        bindAdvance(c, st, advance);
+    try {
+      if (first.setSql != null) {
+        Rows rows = rows(run);
+        advanced = advance != null && !advance.isEmpty();
+        PreparedStatement st = prepared(c, advanced ? "with advance as (" + ADVANCE + ") " + rows.sql : rows.sql);
+        if (advanced) {
+          bindAdvance(c, st, advance);
+        }
+        st.setObject(advanced ? 4 : 1, rows.json, Types.OTHER);
+        st.executeUpdate();
+      } else {
+        PreparedStatement st = prepared(c, first.sql);
+        for (Bound b : run) {
+          b.set(st);
+          st.addBatch();
+        }
+        st.executeBatch();
       }
-      st.setObject(advanced ? 4 : 1, rows.json, Types.OTHER);
-      st.executeUpdate();
-    } else {
-      PreparedStatement st = prepared(c, first.sql);
-      for (Bound b : run) {
-        b.set(st);
-        st.addBatch();
+    } catch (SQLException e) {
+      if (!isDataError(e)) {
+        throw e;
       }
-      st.executeBatch();
+      throw new Refused(e, of.size() == 1 ? of.get(0) : null);
     }
     run.clear();
+    of.clear();
     return advanced;
   }
 
@@ -1073,16 +1155,43 @@ public final class Sink {
   }
 
   private Bound bind(Message m) throws DataError {
+    JsonNode payload = payload(m);
     return switch (spec.mode()) {
-      case "append" -> rowStatement(row(m, m.payload(), Set.of()), false);
-      case "upsert" -> rowStatement(row(m, m.payload(), Set.of()), true);
-      case "cdc" -> cdc(m);
-      default -> sql(m);
+      case "append" -> rowStatement(row(m, payload, payload, Set.of()), false);
+      case "upsert" -> rowStatement(row(m, payload, payload, Set.of()), true);
+      case "cdc" -> cdc(m, payload);
+      default -> sql(m, payload);
     };
   }
 
-  private Bound cdc(Message m) throws DataError {
-    JsonNode e = m.payload();
+  /**
+   * The message's payload as the node's consumers read it with a typed class ({@link Message#payload(Class)}): a typed
+   * payload of an older version is brought up, on a copy, through the node's upcasters to the newest version of its
+   * type the node knows ({@link PayloadTypes#newestVersion}: the builder's {@code payloadType} registrations and
+   * upcasters). An untyped payload, one already at that version, and one of a type the node knows nothing of are read
+   * as stored. A newer version than the node knows, a missing upcaster or one that throws is a data error whose text
+   * names the type and the versions, never the payload.
+   */
+  private JsonNode payload(Message m) throws DataError {
+    String type = m.payloadType();
+    int newest = type == null ? 0 : types.newestVersion(type);
+    if (newest == 0 || m.payloadVersion() == newest) {
+      return m.payload();
+    }
+    try {
+      return types.readable(m.payload(), type, m.payloadVersion(), new PayloadTypes.Type(type, newest), "message "
+          + m.id() + " (queue '" + m.queue() + "', partition '" + m.partition() + "', offset " + m.offset() + ")");
+    } catch (PayloadTypeException e) {
+      if (e.reason() == PayloadTypeException.Reason.NEWER_VERSION) {
+        throw new DataError("payload type '" + type + "' version " + m.payloadVersion() + " is newer than version "
+            + newest + ", the newest this node knows: give the nodes that run sinks version " + m.payloadVersion()
+            + " (payloadType, or the upcaster to it, on the builder), then redrive the dead letter");
+      }
+      throw new DataError(e.getMessage()); // names the message, the type, the versions and the missing or failed step
+    }
+  }
+
+  private Bound cdc(Message m, JsonNode e) throws DataError {
     if (!e.isObject() || !e.path("op").isTextual()) {
       throw new DataError("payload is not a change event (an object with op)");
     }
@@ -1104,12 +1213,12 @@ public final class Sink {
     String op = e.get("op").asText();
     switch (op) {
       case "c", "r" -> {
-        return rowStatement(row(m, e.path("after"), Set.of()), true);
+        return rowStatement(row(m, e, e.path("after"), Set.of()), true);
       }
       case "u" -> {
         Set<String> unchanged = new java.util.HashSet<>();
         e.path("unchanged").forEach(n -> unchanged.add(n.asText()));
-        return rowStatement(row(m, e.path("after"), unchanged), true);
+        return rowStatement(row(m, e, e.path("after"), unchanged), true);
       }
       case "d" -> {
         JsonNode key = e.path("key").isObject() ? e.get("key") : e.path("before");
@@ -1141,13 +1250,21 @@ public final class Sink {
     if (!"cdc".equals(spec.mode())) {
       return false;
     }
-    JsonNode e = m.payload();
+    JsonNode e;
+    try {
+      e = payload(m);
+    } catch (DataError x) {
+      return false;
+    }
     return e.isObject() && e.path("op").isTextual()
         && (otherTable(e) || ("t".equals(e.get("op").asText()) && !spec.truncates()));
   }
 
-  /** The object handed to jsonb_populate_record: the message's columns, then the metadata columns. */
-  private ObjectNode row(Message m, JsonNode source, Set<String> leaveAlone) throws DataError {
+  /**
+   * The object handed to jsonb_populate_record: the columns of {@code source} (the payload as read, or a cdc event's
+   * {@code after}), then the metadata columns ({@code payload}: the payload as read).
+   */
+  private ObjectNode row(Message m, JsonNode payload, JsonNode source, Set<String> leaveAlone) throws DataError {
     ObjectNode row = mapper.createObjectNode();
     if (source.isObject()) {
       for (String col : table.writable()) {
@@ -1166,7 +1283,7 @@ public final class Sink {
         case "transactionId" -> m.transactionId() == null ? mapper.getNodeFactory().nullNode()
             : mapper.getNodeFactory().textNode(m.transactionId());
         case "createdAt" -> mapper.getNodeFactory().textNode(m.createdAt().toString());
-        default -> m.payload();
+        default -> payload;
       };
       row.set(e.getValue(), v);
     }
@@ -1255,17 +1372,20 @@ public final class Sink {
     return new String[] {one, many, keyed};
   }
 
-  private Bound sql(Message m) {
+  private Bound sql(Message m, JsonNode payload) {
     SqlStatement st = SqlStatement.parse(spec.statement());
     List<String> values = new ArrayList<>();
     for (int n : st.binds()) {
-      values.add(param(m, spec.params().get(n - 1)));
+      values.add(param(m, payload, spec.params().get(n - 1)));
     }
     return new Bound(st.jdbc(), values);
   }
 
-  /** A {@code sql}-mode parameter as text: objects and arrays as their JSON, a missing path as null. */
-  String param(Message m, String path) {
+  /**
+   * A {@code sql}-mode parameter as text: a path into the payload as read, objects and arrays as their JSON, a
+   * missing path as null; or one of the message's own facts.
+   */
+  String param(Message m, JsonNode payload, String path) {
     switch (path) {
       case "@partition":
         return m.partition();
@@ -1280,7 +1400,7 @@ public final class Sink {
       default:
         break;
     }
-    JsonNode n = m.payload();
+    JsonNode n = payload;
     java.util.regex.Matcher step = java.util.regex.Pattern.compile("\\.([A-Za-z0-9_]+)|\\[(\\d+)]").matcher(path);
     int at = 1;
     while (at < path.length() && step.find(at) && step.start() == at) {
@@ -1337,7 +1457,12 @@ public final class Sink {
         && ("42501".equals(s.getSQLState()) || "44000".equals(s.getSQLState()));
   }
 
-  /** The database's error for a dead letter: its primary message (no detail lines, values in 22/23 masked). */
+  /**
+   * The database's error for Queen and the logs ({@code FAILED} and {@code DEAD_LETTER} acks, WARN lines): the
+   * node's description of it ({@link ConnectorHost#describe}: class, SQLState, PostgreSQL's primary message, quoted
+   * values masked in classes 22 and 23) and the names of the constraint, column, type and table PostgreSQL reports;
+   * never a detail line, the statement or a value of the payload. A data error of the sink's own: its text.
+   */
   private String errorText(Exception e) {
     if (e instanceof SQLException se) {
       SQLException inner = se.getNextException() != null ? se.getNextException() : se;
@@ -1354,6 +1479,34 @@ public final class Sink {
       return d.toString();
     }
     return e.getMessage();
+  }
+
+  /**
+   * The database's error as PostgreSQL wrote it, for the dead letter's row in the target ({@code
+   * queen.sink_dead_letters}, beside the data it is about): the primary message unmasked, then the constraint, column,
+   * type and table (schema-qualified) PostgreSQL names, and the SQLState, from pgjdbc's {@code ServerErrorMessage}.
+   * No detail, hint or context line (a row's values are there), never the statement. A data error of the sink's own:
+   * its text.
+   */
+  private static String databaseError(Exception e) {
+    if (!(e instanceof SQLException se)) {
+      return e.getMessage();
+    }
+    SQLException inner = se.getNextException() != null ? se.getNextException() : se;
+    if (!(inner instanceof org.postgresql.util.PSQLException pe) || pe.getServerErrorMessage() == null) {
+      return "SQLState " + inner.getSQLState(); // not the server's verdict (not a data error): nothing of its text
+    }
+    var sm = pe.getServerErrorMessage();
+    StringBuilder d = new StringBuilder(sm.getMessage() == null ? "" : sm.getMessage());
+    String table = sm.getTable() == null ? null : sm.getSchema() == null ? sm.getTable() : sm.getSchema() + "."
+        + sm.getTable();
+    for (String[] part : new String[][] {{"constraint", sm.getConstraint()}, {"column", sm.getColumn()},
+        {"type", sm.getDatatype()}, {"table", table}, {"SQLState", sm.getSQLState()}}) {
+      if (part[1] != null) {
+        d.append("; ").append(part[0]).append(' ').append(part[1]);
+      }
+    }
+    return d.toString();
   }
 
   /**
