@@ -7,7 +7,9 @@ import static org.awaitility.Awaitility.await;
 import io.queen.InvalidConnectorException;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
@@ -33,6 +35,8 @@ class SinkSourceTableTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void twoCdcSinksOnOneQueueEachApplyTheirOwnTable(TestDatabase db) throws Exception {
     SourceFixture f = new SourceFixture(db);
     f.sql("create table cats (id bigint primary key, name text)", "create table dogs (id bigint primary key, name text)",

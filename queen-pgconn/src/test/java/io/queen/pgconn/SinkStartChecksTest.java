@@ -79,13 +79,21 @@ class SinkStartChecksTest {
     }
   }
 
-  /** A database name that the server does not have: its own code, not the progress table's nor a network fault. */
+  /**
+   * A database name that the server does not have: its own code, not the progress table's nor a network fault. The
+   * login is a role of the test's own with that password, so that a server that checks passwords lets it in and
+   * answers about the database.
+   */
   @Test
   void aDatabaseThatDoesNotExistIsNamedAsSuch(TestDatabase db) throws Exception {
+    String role = "sink_nodb_" + Long.toHexString(System.nanoTime());
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create role " + role + " login password 'p-secret3'");
+    }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
         .connectorRefresh(Duration.ofMillis(200)).start()) {
       queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
-          + db.port() + ", \"database\": \"no_such_db\", \"user\": \"" + db.user() + "\", \"password\": \"p-secret3\","
+          + db.port() + ", \"database\": \"no_such_db\", \"user\": \"" + role + "\", \"password\": \"p-secret3\","
           + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q7\", \"table\": \"public.keyed\", \"mode\": \"upsert\"}}");
       await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(status(queen).phase()));
       ConnectorStatus s = status(queen);
@@ -93,6 +101,10 @@ class SinkStartChecksTest {
       assertThat(s.error()).startsWith("the server has no database of the name in connection.database")
           .contains("3D000").doesNotContain("p-secret3");
       assertThat(queen.connectors().delete("checked")).isTrue();
+    } finally {
+      try (Connection c = db.connection(); Statement st = c.createStatement()) {
+        st.execute("drop role " + role);
+      }
     }
   }
 

@@ -8,7 +8,9 @@ import io.queen.KvEntry;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.pgconn.internal.SourceCrash;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -25,6 +27,8 @@ import org.junit.jupiter.api.Timeout;
  * transaction-id check in Queen kept the copies out (not once retention had removed the first ones).
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class SourceBigTransactionReplayTest {
   private final List<Queen> nodes = new ArrayList<>();

@@ -5,7 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,6 +21,8 @@ import org.junit.jupiter.api.Timeout;
  * slot's {@code confirmed_flush_lsn} keeps moving, and never beyond the pointer (the pointer moves first).
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class SourceIdleAdvanceTest {
 

@@ -8,7 +8,9 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -29,6 +31,8 @@ import org.junit.jupiter.api.Timeout;
  * exist holds the commit until the stream's read-back is seen waiting for it: the event still carries the value.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class SourceKeyChangeVisibilityTest {
 

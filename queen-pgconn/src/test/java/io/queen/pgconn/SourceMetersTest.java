@@ -7,7 +7,9 @@ import static org.awaitility.Awaitility.await;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.Map;
@@ -20,6 +22,8 @@ import org.junit.jupiter.api.Timeout;
  * bundles, the pointer and slot gauges, the time lag, and the owner gauge (1 on the owner, 0 elsewhere).
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class SourceMetersTest {
   static double counter(SimpleMeterRegistry r, String name) {

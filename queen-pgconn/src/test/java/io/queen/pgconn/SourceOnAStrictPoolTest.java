@@ -9,7 +9,9 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -28,6 +30,8 @@ import org.postgresql.ds.PGSimpleDataSource;
  * carries parameters the source sets itself.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class SourceOnAStrictPoolTest {
 

@@ -9,7 +9,9 @@ import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.pgconn.internal.SourceCrash;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.time.Instant;
@@ -28,6 +30,8 @@ import org.junit.jupiter.api.Timeout;
  * is the reference). The status is the same from every node, a node that runs no connectors included.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class SourceOwnershipTest {
   static final Duration TTL = Duration.ofSeconds(3);

@@ -7,7 +7,9 @@ import static org.awaitility.Awaitility.await;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.List;
@@ -22,6 +24,8 @@ import org.junit.jupiter.api.Timeout;
  * its old Queen partition and a {@code c} in its new one.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class SourcePartitionedTableTest {
 

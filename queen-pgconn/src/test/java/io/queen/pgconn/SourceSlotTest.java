@@ -9,7 +9,9 @@ import io.queen.ConnectorStatus;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.List;
@@ -27,6 +29,8 @@ import org.junit.jupiter.api.Timeout;
  * {@code max_slot_wal_keep_size}, a server-wide setting the shared test server must not change under other tests.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class SourceSlotTest {
   Queen queen;

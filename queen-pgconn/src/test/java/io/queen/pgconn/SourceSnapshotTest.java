@@ -14,8 +14,10 @@ import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.pgconn.internal.SourceCrash;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -37,6 +39,8 @@ import org.junit.jupiter.api.Timeout;
  * and a table copied in small chunks while a writer keeps changing it.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class SourceSnapshotTest {
   static final ObjectMapper EXACT = new ObjectMapper().enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)

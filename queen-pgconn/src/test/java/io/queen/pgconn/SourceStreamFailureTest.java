@@ -8,7 +8,9 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -24,6 +26,8 @@ import org.junit.jupiter.api.Timeout;
  * that can take the row pushes it and everything after it, once.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class SourceStreamFailureTest {
 

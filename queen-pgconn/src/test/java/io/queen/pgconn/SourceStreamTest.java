@@ -12,7 +12,9 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -29,6 +31,8 @@ import org.junit.jupiter.api.Timeout;
  * into a second table.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class SourceStreamTest {
   static final ObjectMapper EXACT = new ObjectMapper().enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)

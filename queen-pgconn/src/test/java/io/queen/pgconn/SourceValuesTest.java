@@ -8,7 +8,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.queen.Message;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -28,6 +30,8 @@ import org.junit.jupiter.api.Timeout;
  * to the new one, id {@code .1}).
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class SourceValuesTest {
 

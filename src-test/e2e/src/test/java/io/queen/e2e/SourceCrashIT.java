@@ -9,7 +9,9 @@ import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.testkit.ChildJvm;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.Slow;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
@@ -43,6 +45,8 @@ import org.slf4j.LoggerFactory;
  * an older version of a row ever following a newer one.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Slow
 class SourceCrashIT {
   private static final Logger LOG = LoggerFactory.getLogger(SourceCrashIT.class);

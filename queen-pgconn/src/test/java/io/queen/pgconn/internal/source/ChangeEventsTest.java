@@ -3,6 +3,7 @@ package io.queen.pgconn.internal.source;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
@@ -26,6 +27,7 @@ import org.junit.jupiter.api.Timeout;
 
 /** The seed's events, byte for byte, from real pgoutput bytes and from a snapshot SELECT. */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
 @RequiresLogicalReplication
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ChangeEventsTest {

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
 import com.fasterxml.jackson.databind.json.JsonMapper;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
@@ -40,6 +41,7 @@ import org.junit.jupiter.api.Timeout;
  * a restart mid-snapshot, composite keys and a schema change inside a window.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
 @RequiresLogicalReplication
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class ChunkedSnapshotTest {

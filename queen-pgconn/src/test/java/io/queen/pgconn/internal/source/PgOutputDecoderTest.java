@@ -3,6 +3,7 @@ package io.queen.pgconn.internal.source;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.Timeout;
 
 /** Real pgoutput bytes from PostgreSQL (a slot read with SQL), decoded and checked field by field. */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
 @RequiresLogicalReplication
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class PgOutputDecoderTest {

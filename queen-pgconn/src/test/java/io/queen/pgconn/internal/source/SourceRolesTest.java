@@ -8,8 +8,10 @@ import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -108,6 +110,8 @@ class SourceRolesTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aTableWithoutAKeyIsRefusedAndThePublicationUntouched() throws Exception {
     sql("create table nokey (a int, b text)");
     queen.connectors().put("nokey-src", "{\"kind\": \"source\", \"source\": {\"tables\": [{\"table\": \"public.nokey\","
@@ -123,6 +127,8 @@ class SourceRolesTest {
    * another role owns) is {@code setup_failed} with its SQLSTATE, not a failure that passes.
    */
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aRefusedSetupStatementIsSetupFailedWithItsSqlState() throws Exception {
     String owner = role("pubown", "pw-pubown", "replication");
     sql("create table pubown (id bigint primary key)", "alter table pubown owner to " + owner,
@@ -156,6 +162,8 @@ class SourceRolesTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aRoleWithoutReplicationIsRefused() throws Exception {
     sql("create table norepl (id bigint primary key)");
     String r = role("norepl", "pw-norepl", "");
@@ -170,6 +178,8 @@ class SourceRolesTest {
    * goes on by itself, each change once, never setup_failed ("refused in a way that does not pass") as before.
    */
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aServerOutOfConnectionsIsAPassingConnectFailure() throws Exception {
     sql("create table limited (id bigint primary key)");
     String r = role("limited", "pw-limited", "replication");
@@ -199,6 +209,8 @@ class SourceRolesTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aRoleWithoutSelectIsRefused() throws Exception {
     sql("create table nosel (id bigint primary key)");
     String r = role("nosel", "pw-nosel", "replication");
@@ -210,6 +222,8 @@ class SourceRolesTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aManagedPublicationOnATableTheRoleDoesNotOwnIsRefused() throws Exception {
     sql("create table notmine (id bigint primary key)");
     String r = role("notmine", "pw-notmine", "replication");
@@ -220,6 +234,8 @@ class SourceRolesTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aManagedPublicationWithoutCreateOnTheDatabaseIsRefused() throws Exception {
     sql("create table nocreate (id bigint primary key)");
     String r = role("nocreate", "pw-nocreate", "replication");
@@ -233,6 +249,8 @@ class SourceRolesTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void aNamedPublicationWithARowFilterOrAColumnListIsRefused() throws Exception {
     sql("create table filtered (id bigint primary key, secret text)",
         "create publication rows_pub for table filtered where (id > 10)",
@@ -253,6 +271,8 @@ class SourceRolesTest {
   }
 
   @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  @RequiresLogicalReplication
   void thePasswordNeverShows() throws Exception {
     String password = "S3cret-" + suffix + "-pw";
     sql("create table secrets (id bigint primary key, v text)");

@@ -6,7 +6,9 @@ import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.pgconn.internal.spec.ErrorCode;
 import io.queen.pgconn.internal.spec.SourceSpec;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
+import io.queen.testkit.RequiresLogicalReplication;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -19,6 +21,8 @@ import org.junit.jupiter.api.Timeout;
 
 /** The source's setup checks, publication and slot handling, and its lease, on a real PostgreSQL 17. */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+@RequiresLogicalReplication
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class SourceSetupTest {
 

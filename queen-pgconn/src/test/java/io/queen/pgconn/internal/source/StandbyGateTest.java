@@ -2,6 +2,7 @@ package io.queen.pgconn.internal.source;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.Test;
  * stays where it was reserved until {@code pg_replication_slot_advance} moves it, as a standby's flush reports would.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "synchronized_standby_slots and failover slots are PostgreSQL 17's")
 class StandbyGateTest {
   /** Slots are cluster-wide: each run has its own name. */
   final String slot = "gate_" + Long.toHexString(ThreadLocalRandom.current().nextLong() & 0xffffffffL);

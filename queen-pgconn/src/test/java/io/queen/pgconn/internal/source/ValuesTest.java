@@ -3,6 +3,7 @@ package io.queen.pgconn.internal.source;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
@@ -29,6 +30,7 @@ import org.junit.jupiter.api.Timeout;
  * zone that is not UTC and the kit's login trigger sets yet another one on every session.
  */
 @QueenPostgres
+@EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
 @RequiresLogicalReplication
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ValuesTest {
