@@ -318,6 +318,15 @@ public final class QueenBenchmark {
     }
   }
 
+  /** Null when the server can run the source connector; else what it lacks. */
+  private static String noSource(PostgresServer server) {
+    String walLevel = server.setting("wal_level");
+    if (server.serverVersionNum() < 170000 || !"logical".equals(walLevel)) {
+      return "this server is PostgreSQL " + server.setting("server_version") + " with wal_level=" + walLevel;
+    }
+    return null;
+  }
+
   /** What {@link JitCheck} found, printed after the table. */
   private final List<String> jitLines = new ArrayList<>();
 
@@ -374,8 +383,17 @@ public final class QueenBenchmark {
             case "held_xmin_throughput" -> engine.heldXminThroughput();
             case "sink_upsert" -> new SinkBench(this).sinkUpsert();
             case "retention_push_impact" -> retentionPushImpact();
-            case "source_vs_raw" -> new SourceBench(this).sourceVsRaw();
-            case "source_other_db" -> new SourceBench(this).sourceOtherDb();
+            case "source_vs_raw", "source_other_db" -> {
+              String why = noSource(server);
+              if (why != null) {
+                say("  skipped: the source connector needs PostgreSQL 17 or later with wal_level=logical; " + why);
+                rows.add(new Row(name, "-", "-", "", "-", "", "skipped", why));
+              } else if (name.equals("source_vs_raw")) {
+                new SourceBench(this).sourceVsRaw();
+              } else {
+                new SourceBench(this).sourceOtherDb();
+              }
+            }
             default -> throw new IllegalStateException(name);
           }
         } catch (Exception e) {
