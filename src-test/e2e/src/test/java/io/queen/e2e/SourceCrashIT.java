@@ -246,6 +246,12 @@ class SourceCrashIT {
     return op.equals("d") ? "d" : op + ":" + event.get("after").get("ver").asInt();
   }
 
+  /** The snapshot's rows in the test's queue so far (its {@code r} events). */
+  long snapshotted(TestDatabase db) throws SQLException {
+    return count(db, "select count(*) from queen.messages m join queen.partitions p on p.id = m.partition_id"
+        + " join queen.queues q on q.id = p.queue_id where q.name = '" + queue + "' and m.payload ->> 'op' = 'r'");
+  }
+
   static void awaitPhase(ChildJvm c, String src, String phase, Duration within) {
     c.awaitLine(l -> l.startsWith("STATUS " + src + " " + phase), within);
   }
@@ -327,7 +333,10 @@ class SourceCrashIT {
         ChildJvm owner = child(db);
         for (int k = 1; k <= 4; k++) {
           awaitPhase(owner, src, "snapshot", Duration.ofSeconds(60));
-          Thread.sleep(300 + rnd.nextInt(900));
+          // killed once the snapshot is past another fifth of the table and up to a chunk and a half more, however
+          // fast the machine: each owner snapshots some rows, and the fourth dies more than 3,000 rows before the end
+          long past = (long) k * rows / 5 + rnd.nextInt(750);
+          within(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(20)).until(() -> snapshotted(db) >= past);
           boolean stillSnapshot = owner.lines().get(owner.lines().size() - 1).contains(" snapshot");
           owner.kill();
           assertThat(owner.awaitExit(Duration.ofSeconds(30))).isEqualTo(137);
