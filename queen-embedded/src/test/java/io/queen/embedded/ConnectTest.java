@@ -93,11 +93,11 @@ class ConnectTest {
     // a role that may not connect to the database: 42501 at login
     String role = "queen_noconnect_" + Long.toHexString(System.nanoTime());
     try (Connection c = db.connection(); Statement st = c.createStatement()) {
-      st.execute("create role " + role + " login");
+      st.execute("create role " + role + " login password 'noconnect-pw'"); // a server that checks passwords
       st.execute("revoke connect on database " + db.name() + " from public");
     }
     try {
-      assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), role, "x").start())
+      assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), role, "noconnect-pw").start())
           .isInstanceOf(QueenDatabaseException.class).hasMessageContaining("CONNECT on the database")
           .satisfies(e -> {
             assertThat(((QueenDatabaseException) e).isTransient()).isFalse();

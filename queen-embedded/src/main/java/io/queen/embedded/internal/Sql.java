@@ -319,6 +319,18 @@ public final class Sql {
   }
 
   /**
+   * No JIT and no parallel plan for the rest of the caller's transaction, for a statement Queen sends itself whose
+   * estimate can pass {@code jit_above_cost} with the data (deleting a queue's messages): a compile costs tens of
+   * milliseconds, and the statement is a plain delete through an index.
+   */
+  public static void noJit(Connection c) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("select set_config('jit', 'off', true),"
+        + " set_config('max_parallel_workers_per_gather', '0', true)")) {
+      st.execute();
+    }
+  }
+
+  /**
    * Turns sequential scans off for the rest of the caller's transaction, for reads that must go through an index
    * whatever the statistics say. JIT and parallel plans go off with them: a disabled sequential scan that stays in a
    * plan adds 1e10 to its estimate on PostgreSQL 15 to 17, past {@code jit_above_cost}, and a server with JIT would

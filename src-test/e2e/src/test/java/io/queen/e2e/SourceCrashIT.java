@@ -333,15 +333,17 @@ class SourceCrashIT {
         ChildJvm owner = child(db);
         for (int k = 1; k <= 4; k++) {
           awaitPhase(owner, src, "snapshot", Duration.ofSeconds(60));
-          // killed once the snapshot is past another fifth of the table and up to a chunk and a half more, however
-          // fast the machine: each owner snapshots some rows, and the fourth dies more than 3,000 rows before the end
-          long past = (long) k * rows / 5 + rnd.nextInt(750);
+          // killed once the snapshot is past another sixth of the table and up to a chunk and a half more, however
+          // fast the machine: each owner snapshots some rows, and the fourth dies with thousands of rows to go (the
+          // assertion below)
+          long past = (long) k * rows / 6 + rnd.nextInt(750);
           within(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(20)).until(() -> snapshotted(db) >= past);
-          boolean stillSnapshot = owner.lines().get(owner.lines().size() - 1).contains(" snapshot");
           owner.kill();
           assertThat(owner.awaitExit(Duration.ofSeconds(30))).isEqualTo(137);
+          long done = snapshotted(db);
+          assertThat(done).as("rows snapshotted when owner %d was killed", k).isLessThan(rows);
           kills++;
-          LOG.info("kill {}: owner killed {}", k, stillSnapshot ? "mid-snapshot" : "(snapshot may have ended)");
+          LOG.info("kill {}: owner killed mid-snapshot, {} of {} rows snapshotted", k, done, rows);
           owner = child(db);
         }
         awaitPhase(owner, src, "streaming", Duration.ofSeconds(120));
@@ -388,6 +390,7 @@ class SourceCrashIT {
         }
       }
       LOG.info("{} kills, {} messages over {} partitions", kills, reader.total, reader.byPartition.size());
+      assertThat(kills).as("owners killed during the snapshot").isEqualTo(4);
       assertThat(older).as("an older version of a row after a newer one").isZero();
       assertThat(repeatedReads).as("rows read by the snapshot more than once").isZero();
       assertThat(replay(reader)).as("the events replayed per key give the table's final state").isEqualTo(table);
