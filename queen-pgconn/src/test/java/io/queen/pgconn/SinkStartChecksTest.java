@@ -108,6 +108,39 @@ class SinkStartChecksTest {
     }
   }
 
+  /**
+   * A role that may log in but not connect to the target database (42501 at login) has its own code, whose fix is the
+   * GRANT: not progress_table, which a 42501 from a statement on the progress table means.
+   */
+  @Test
+  void aRoleWithoutConnectOnTheTargetIsNamedAsSuch(TestDatabase db) throws Exception {
+    String suffix = Long.toHexString(System.nanoTime());
+    String role = "sink_noconnect_" + suffix;
+    String target = "sink_denied_" + suffix;
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create role " + role + " login password 'p-secret4'");
+      st.execute("create database " + target);
+      st.execute("revoke connect on database " + target + " from public");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
+        .connectorRefresh(Duration.ofMillis(200)).start()) {
+      queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
+          + db.port() + ", \"database\": \"" + target + "\", \"user\": \"" + role + "\", \"password\": \"p-secret4\","
+          + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q8\", \"table\": \"public.keyed\", \"mode\": \"upsert\"}}");
+      await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(status(queen).phase()));
+      ConnectorStatus s = status(queen);
+      assertThat(s.errorCode()).isEqualTo("connect_privilege");
+      assertThat(s.error()).startsWith("the server refused connection.user the database in connection.database")
+          .contains("42501").doesNotContain("p-secret4");
+      assertThat(queen.connectors().delete("checked")).isTrue();
+    } finally {
+      try (Connection c = db.connection(); Statement st = c.createStatement()) {
+        st.execute("drop database " + target);
+        st.execute("drop role " + role);
+      }
+    }
+  }
+
   @Test
   void aSinkWithoutCreateOnTheDatabaseCannotMakeItsProgressTableAndSaysSo(TestDatabase db) throws Exception {
     String role = "sink_nocreate_" + Long.toHexString(System.nanoTime());

@@ -293,7 +293,11 @@ public final class Sink {
     p.setProperty("ApplicationName", "queen-sink-" + spec.name());
     String url = "jdbc:postgresql://" + cn.urlHost() + ":" + cn.port() + "/" + java.net.URLEncoder.encode(cn.database(),
         java.nio.charset.StandardCharsets.UTF_8);
-    return new org.postgresql.Driver().connect(url, p);
+    try {
+      return new org.postgresql.Driver().connect(url, p);
+    } catch (SQLException e) {
+      throw io.queen.pgconn.internal.spec.ConnectDenied.atConnect(e);
+    }
   }
 
   /** This worker's connection: its own one to another database, or one from Queen's pool per batch. */

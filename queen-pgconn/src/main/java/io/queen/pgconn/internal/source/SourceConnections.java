@@ -160,7 +160,12 @@ final class SourceConnections {
   }
 
   private Connection connect(Properties p) throws SQLException {
-    Connection c = new org.postgresql.Driver().connect(withoutOwnParameters(url, p), p);
+    Connection c;
+    try {
+      c = new org.postgresql.Driver().connect(withoutOwnParameters(url, p), p);
+    } catch (SQLException e) {
+      throw io.queen.pgconn.internal.spec.ConnectDenied.atConnect(e);
+    }
     if (c == null) {
       throw new SQLException("not a PostgreSQL URL", "08001");
     }

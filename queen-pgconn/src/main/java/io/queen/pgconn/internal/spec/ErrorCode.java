@@ -12,6 +12,8 @@ public enum ErrorCode {
       + " PostgreSQL accepts connections from this node; retried at every re-read"),
   LOGIN_FAILED("login_failed", "the database (the sink's target, the source's tables') refused the login: check"
       + " connection.user and password"),
+  CONNECT_PRIVILEGE("connect_privilege", "the server refused connection.user the database in connection.database:"
+      + " GRANT CONNECT ON DATABASE <database> TO <role>; retried at every re-read"),
   DATABASE_MISSING("database_missing", "the server has no database of the name in connection.database: create it or"
       + " fix the document; retried at every re-read"),
   TABLE_MISSING("table_missing", "the sink's table does not exist: create it (the sink never creates or alters it)"),
@@ -103,7 +105,8 @@ public enum ErrorCode {
   /**
    * The code of a connection refused for its login or its database, or null for any other failure: a wrong or
    * missing password (28P01, 28000, and pgjdbc's 08004 when the server asked for a password and none was given), a
-   * database that does not exist (3D000).
+   * database that does not exist (3D000), a role without CONNECT on the database (42501, told apart from a
+   * privilege a statement lacks by {@link ConnectDenied}, which only the code that opens connections throws).
    *
    * @param passwordGiven whether the connection was opened with a password: pgjdbc's 08004 also stands for a server
    *     without SSL that the URL requires, and its message is translated to the JVM's language, so "no password" is
@@ -114,6 +117,9 @@ public enum ErrorCode {
     if ("28P01".equals(state) || "28000".equals(state) || ("08004".equals(state)
         && (!passwordGiven || e.getMessage() != null && e.getMessage().contains("password")))) {
       return LOGIN_FAILED;
+    }
+    if (e instanceof ConnectDenied) {
+      return CONNECT_PRIVILEGE;
     }
     return "3D000".equals(state) ? DATABASE_MISSING : null;
   }

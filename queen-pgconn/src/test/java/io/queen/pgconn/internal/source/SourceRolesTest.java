@@ -123,6 +123,26 @@ class SourceRolesTest {
   }
 
   /**
+   * A role that may log in but not connect to the database (no CONNECT privilege: 42501 at login) is told apart from a
+   * privilege a setup statement lacks (the same SQLState): its own code, whose fix is the GRANT, not setup_failed.
+   */
+  @Test
+  @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
+  void aRoleWithoutConnectOnTheDatabaseIsConnectPrivilege() throws Exception {
+    String r = role("noconnect", "pw-noconnect", "replication");
+    sql("create table noconnect (id bigint primary key)", "revoke connect on database " + db.name() + " from public");
+    try {
+      queen.connectors().put("noconnect-src", doc(r, "pw-noconnect", "noconnect", ""));
+      ConnectorStatus s = failsWith("noconnect-src", ErrorCode.CONNECT_PRIVILEGE);
+      assertThat(s.error()).contains("42501").doesNotContain("pw-noconnect");
+      nothingPublished("queen_noconnect_src", "queen_noconnect_src");
+      queen.connectors().delete("noconnect-src");
+    } finally {
+      sql("grant connect on database " + db.name() + " to public");
+    }
+  }
+
+  /**
    * A statement of the setup that PostgreSQL refuses for good (here: adding the source's table to a publication
    * another role owns) is {@code setup_failed} with its SQLSTATE, not a failure that passes.
    */
