@@ -53,7 +53,7 @@ class SinkGroupHeldTest {
           .map(ConnectorStatus::counters).map(m -> m.getOrDefault("applied", 0L)).orElse(0L) == 1);
       queen.connectors().setEnabled("held", false);
       ageGroups(db);
-      Thread.sleep(1000); // re-reads of the registry: each holds the sink's group
+      reReadOnce(queen, "marker-1"); // a re-read of the registry after the ageing: it holds the sink's group
       queen.runRetentionNow();
       assertThat(groupCount(db, "pg-held")).isOne();
 
@@ -64,12 +64,25 @@ class SinkGroupHeldTest {
           && countRows(db) == 2);
 
       queen.connectors().delete("held");
-      Thread.sleep(1000);
+      reReadOnce(queen, "marker-2"); // every re-read that still saw the sink has ended
       queen.runRetentionNow(); // writes the use recorded while the sink existed
       ageGroups(db); // ... and then nobody uses the group for 30 days
       queen.runRetentionNow();
       assertThat(groupCount(db, "pg-held")).isZero();
     }
+  }
+
+  /**
+   * Waits for a re-read of the registry that began after this call: a sink put now on a queue nobody pushes to is
+   * started by the first re-read that sees it (status code queue_missing), and each re-read holds the groups of the
+   * sinks it reads before it starts any.
+   */
+  private static void reReadOnce(Queen queen, String marker) {
+    queen.connectors().put(marker, "{\"kind\": \"sink\", \"sink\": {\"queue\": \"" + marker
+        + "-q\", \"table\": \"public.held\", \"mode\": \"upsert\"}}");
+    await().atMost(Duration.ofSeconds(20)).until(() -> queen.connectors().status(marker)
+        .map(ConnectorStatus::errorCode).filter("queue_missing"::equals).isPresent());
+    queen.connectors().delete(marker);
   }
 
   private static long countRows(TestDatabase db) throws Exception {
