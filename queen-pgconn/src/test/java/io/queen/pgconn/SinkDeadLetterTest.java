@@ -233,39 +233,4 @@ class SinkDeadLetterTest {
           .as("a redrive never moves the progress row back").containsExactly("2");
     }
   }
-  /**
-   * A dead letter a sink of an earlier version made, before it recorded dead letters in queen.sink_dead_letters (it
-   * moved the progress row past the message and recorded nothing), was taken for applied when redriven after an
-   * upgrade: acknowledged, out of the dead-letter queue, never written, without a word. A sink's start now records
-   * what Queen holds of its dead letters at or below its progress rows.
-   */
-  @Test
-  void aDeadLetterOfAnEarlierVersionRedrivenAfterTheUpgradeIsApplied(TestDatabase db) throws Exception {
-    table(db, "upgraded");
-    try (Queen a = node(db, "dl-u1")) {
-      putSink(a, "upgraded");
-      pushThree(a, "upgraded");
-      await().atMost(30, TimeUnit.SECONDS).untilAsserted(() ->
-          assertThat(a.deadLetters("upgraded").group("pg-upgraded").count()).isEqualTo(1));
-      await().atMost(10, TimeUnit.SECONDS).until(() -> lag(a, "upgraded") == 0);
-    }
-    // what an earlier version left: the dead letter in Queen, the progress row past it, no record in the target
-    sql(db, "DELETE FROM queen.sink_dead_letters WHERE sink = 'upgraded'");
-    sql(db, "ALTER TABLE upgraded DROP CONSTRAINT upgraded_qty_positive");
-    try (Queen b = node(db, "dl-u2")) {
-      await().atMost(30, TimeUnit.SECONDS).until(() -> "running".equals(b.connectors().status("upgraded").orElseThrow()
-          .phase()));
-      assertThat(rows(db, "select \"offset\", error from queen.sink_dead_letters where sink = 'upgraded'"))
-          .as("recorded at the start, with Queen's error (masked) without its head").containsExactly("1 | SQLException"
-              + " (sanitised org.postgresql.util.PSQLException, SQLState 23514): new row for relation \"…\" violates"
-              + " check constraint \"…\"; constraint upgraded_qty_positive; table upgraded");
-      assertThat(b.deadLetters("upgraded").group("pg-upgraded").redriveAll()).isEqualTo(1);
-      await().atMost(30, TimeUnit.SECONDS).untilAsserted(() ->
-          assertThat(rows(db, "select id, qty from upgraded order by id")).containsExactly("1 | 1", "2 | -5", "3 | 3"));
-      assertThat(b.deadLetters("upgraded").group("pg-upgraded").count()).isZero();
-      await().atMost(10, TimeUnit.SECONDS).untilAsserted(() ->
-          assertThat(rows(db, "select count(*) from queen.sink_dead_letters where sink = 'upgraded'"))
-              .containsExactly("0"));
-    }
-  }
 }

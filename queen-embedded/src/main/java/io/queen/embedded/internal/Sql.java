@@ -236,14 +236,6 @@ public final class Sql {
   }
 
   /**
-   * For logging a failure Queen did not raise (an {@link Error} in a handler): the same class names and
-   * stack traces, without the messages, which may hold anything.
-   */
-  public static Throwable stackOnly(Throwable t) {
-    return t instanceof SQLException se ? sanitize(se) : safeCopy(t);
-  }
-
-  /**
    * For logging a handler's failure: the application's own exceptions as they are (their messages are the
    * application's text, and an operator needs them), but any JDBC exception in the chain reduced to its
    * primary message, since PostgreSQL's detail lines can quote the data.

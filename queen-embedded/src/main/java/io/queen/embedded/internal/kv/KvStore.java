@@ -116,11 +116,6 @@ public final class KvStore {
     this.markersOfTrueSql = markersSql(s, false);
   }
 
-  /** The byte ceiling of one prefix page. */
-  public long maxReadBytes() {
-    return maxReadBytes;
-  }
-
   // ------------------------------------------------------------------------------------ preparing
 
   /** A put (unconditional, or with {@link KvOptions#expect}). */
@@ -539,7 +534,7 @@ public final class KvStore {
   /**
    * A page of the live keys starting with {@code prefix}, in byte order (C collation), after
    * {@code after} (exclusive), at most {@code limit} keys (clamped to 1..{@value Kv#MAX_PAGE}) and at
-   * most {@link #maxReadBytes()} bytes of keys and values (the first key is always returned, so paging
+   * most {@code maxReadBytes} bytes of keys and values (the first key is always returned, so paging
    * always progresses). One statement: each page is its own snapshot.
    */
   public KvPage getPrefix(Connection c, String namespace, String prefix, String after, int limit) throws SQLException {

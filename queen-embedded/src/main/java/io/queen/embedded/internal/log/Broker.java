@@ -31,7 +31,6 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -159,11 +158,6 @@ public final class Broker {
 
   public JsonCodec codec() {
     return codec;
-  }
-
-  /** The node's payload types and upcasters. */
-  public io.queen.PayloadTypes types() {
-    return types;
   }
 
   public String node() {
@@ -420,15 +414,6 @@ public final class Broker {
     for (String q : queues) {
       wakeups.wake(q);
     }
-  }
-
-  /** The queues an item list pushes to. */
-  public static Set<String> queuesOf(List<PushItem> items, String defaultQueue) {
-    Set<String> qs = new LinkedHashSet<>();
-    for (PushItem it : items) {
-      qs.add(it.queue() != null ? it.queue() : defaultQueue);
-    }
-    return qs;
   }
 
   /**

@@ -156,7 +156,6 @@ public final class Sink {
       c.setAutoCommit(false);
       ensureProgressTable(c);
       table = spec.table() != null ? TargetTable.check(c, spec) : null;
-      recordEarlierDeadLetters(c);
       shapeReadAt = System.nanoTime();
       shapeStale = false;
       rowSql.clear();
@@ -362,59 +361,6 @@ public final class Sink {
         if (missing(c, "select to_regclass('queen.sink_dead_letters') is null")) {
           st.execute(DEAD_DDL);
         }
-      }
-    }
-  }
-
-  /**
-   * Records in {@code queen.sink_dead_letters} this sink's dead letters that Queen holds and the table lacks, at or
-   * below their partition's progress row: those a version before that table made (it dead-lettered a message and moved
-   * the progress row past it, recording nothing). Without this, such a dead letter redriven after an upgrade came back
-   * at or below the progress row and was taken for applied: acknowledged, out of the dead-letter queue, never written,
-   * without a word. A sink's group has no other dead letters (its expired leases count no attempt), so each is a message
-   * the sink did not apply. One count of the group's dead letters per start, and a read of them when there are any.
-   */
-  private void recordEarlierDeadLetters(Connection c) throws SQLException {
-    List<Object> pids = new ArrayList<>();
-    List<Object> offsets = new ArrayList<>();
-    List<Object> errors = new ArrayList<>();
-    try {
-      io.queen.DeadLetters.Query dlq = host.queen().deadLetters(spec.queue()).group(spec.consumerGroup());
-      if (dlq.count() == 0) {
-        return; // the usual case: one count
-      }
-      Long after = null;
-      for (List<io.queen.DeadLetter> page = dlq.list(1000, null); !page.isEmpty(); page = dlq.list(1000, after)) {
-        for (io.queen.DeadLetter d : page) {
-          pids.add(d.partitionId());
-          offsets.add(d.offset());
-          // Queen's reason without its "gave up after" head: the row holds the error, as a row made here does
-          errors.add(d.error() == null ? "" : GAVE_UP.matcher(d.error()).replaceFirst(""));
-          after = d.id();
-        }
-      }
-    } catch (RuntimeException e) {
-      // Queen's database out of reach for a moment: the sink starts anyway, and its next start records them
-      LOG.warn("{} - sink '{}': could not read its dead letters to record those an earlier version made ({}); tried"
-          + " again at its next start", host.nodeId(), spec.name(), host.describe(e));
-      return;
-    }
-    if (pids.isEmpty()) {
-      return;
-    }
-    try (PreparedStatement st = c.prepareStatement("insert into " + DEAD + " (sink, partition_id, \"offset\", error)"
-        + " select ?, v.pid, v.o, v.e from unnest(?::bigint[], ?::bigint[], ?::text[]) v(pid, o, e)"
-        + " join " + PROGRESS + " p on p.sink = ? and p.partition_id = v.pid and v.o <= p.last_offset"
-        + " on conflict do nothing")) {
-      st.setString(1, spec.name());
-      st.setArray(2, c.createArrayOf("bigint", pids.toArray()));
-      st.setArray(3, c.createArrayOf("bigint", offsets.toArray()));
-      st.setArray(4, c.createArrayOf("text", errors.toArray()));
-      st.setString(5, spec.name());
-      int n = st.executeUpdate();
-      if (n > 0) {
-        LOG.info("{} - sink '{}': {} dead letter(s) made before this version recorded them are recorded now, so a"
-            + " redrive of them is applied", host.nodeId(), spec.name(), n);
       }
     }
   }
@@ -741,10 +687,6 @@ public final class Sink {
     recordDeadLetters(c, mark, unmark);
     return committed(c, done, dead, failed, held, skippedHere, ignoredHere);
   }
-
-  /** How the reason of a sink's {@code DEAD_LETTER} ack in Queen begins ({@link #gaveUp}). */
-  private static final java.util.regex.Pattern GAVE_UP = java.util.regex.Pattern.compile(
-      "^sink '[^']*' gave up after \\d+ attempt\\(s\\): ");
 
   /** How the reason of the sink's {@code DEAD_LETTER} ack in Queen begins. */
   private String gaveUp(int attempts) {

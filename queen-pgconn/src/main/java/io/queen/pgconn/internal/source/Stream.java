@@ -249,10 +249,6 @@ final class Stream {
     return pointer;
   }
 
-  long pointerVersion() {
-    return pointerVersion;
-  }
-
   /** Ends both threads soon, without waiting (the lease was lost). */
   void abort() {
     fail(Kind.BROKEN, null);
@@ -540,7 +536,6 @@ final class Stream {
       stopping = true;
     }
   }
-
 
   private void push(List<Piece> bundle) throws SQLException, InterruptedException {
     checkedThisBundle = false;
