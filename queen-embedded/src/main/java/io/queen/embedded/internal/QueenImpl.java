@@ -684,22 +684,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
     return (MetricsSwitch) metrics;
   }
 
-  /** Checks the xmin horizon now (tests; the janitor thread does it every 10 s). */
-  public void watchHorizonNow() {
-    horizonWatch.run();
-  }
-
-  /** Reads the group gauges and checks the lag alarm now (tests; the janitor thread does it every 10 s). */
-  public void watchGroupsNow() {
-    groupWatch.run();
-  }
-
-  /** Compares the tables' row estimates with their live rows and analyzes the stale ones now (tests; the janitor
-   * thread does it every 10 s). */
-  public void guardStatisticsNow() {
-    statisticsGuard.run();
-  }
-
   @Override
   public String toString() {
     return "Queen[" + config.nodeId() + (closed ? ", closed" : closing.get() ? ", closing" : "") + "]";

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.internal.ops.HorizonWatch;
 import io.queen.testkit.LogCapture;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -29,6 +30,10 @@ class StandbyFeedbackIT {
         Queen queen = EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres")
             .horizonWarnAfter(Duration.ofSeconds(1)).start();
         LogCapture logs = LogCapture.start()) {
+      // a watch of the test's own, run when the test wants, beside the node's janitor: its lines carry this thread
+      HorizonWatch watch = new HorizonWatch(E2e.internals(queen).nodeId(), E2e.internals(queen).dataSource(),
+          E2e.internals(queen).metrics(), Duration.ofSeconds(1));
+      String here = "[" + Thread.currentThread().getName() + "]";
       queen.queue("h").push(Map.of("i", 0));
       try (Connection standby = StandbyPair.connect(pair.standbyPort())) {
         standby.setAutoCommit(false);
@@ -39,19 +44,21 @@ class StandbyFeedbackIT {
           }
         }
         String warn = "the hot_standby_feedback of physical slot '" + StandbyPair.STANDBY_SLOT + "'";
-        Awaitility.await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(300)).until(() -> {
+        Awaitility.await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(300)).pollInSameThread()
+            .until(() -> {
           queen.queue("h").push(Map.of("i", 1)); // transactions newer than the standby's snapshot
-          E2e.internals(queen).watchHorizonNow();
-          return !logs.linesWith("WARN", "has held the database's xmin horizon", warn).isEmpty();
+          watch.run();
+          return !logs.linesWith(here, "WARN", "has held the database's xmin horizon", warn).isEmpty();
         });
-        E2e.internals(queen).watchHorizonNow();
-        assertThat(logs.linesWith("WARN", "has held the database's xmin horizon", warn)).hasSize(1);
+        watch.run();
+        assertThat(logs.linesWith(here, "WARN", "has held the database's xmin horizon", warn)).hasSize(1);
         standby.commit();
       }
-      Awaitility.await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(300)).until(() -> {
+      Awaitility.await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(300)).pollInSameThread()
+            .until(() -> {
         queen.queue("h").push(Map.of("i", 2));
-        E2e.internals(queen).watchHorizonNow();
-        return !logs.linesWith("INFO", "the transaction that held the xmin horizon (the hot_standby_feedback of"
+        watch.run();
+        return !logs.linesWith(here, "INFO", "the transaction that held the xmin horizon (the hot_standby_feedback of"
             + " physical slot '" + StandbyPair.STANDBY_SLOT + "'", "no longer does").isEmpty();
       });
       assertThat(StandbyPair.query(pair.primaryPort(), "select count(*) from pg_replication_slots where xmin is not null"

@@ -35,6 +35,7 @@ class DeletedNamesTest {
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("churn").meterRegistry(registry)
         .pollInterval(Duration.ofMillis(100)).start()) {
       QueenImpl node = (QueenImpl) queen;
+      GroupWatch watch = Watches.groups(queen);
       queen.queue("steady").push(Map.of("i", 0)); // a queue that stays, for comparison
       Map<String, Integer> before = node.broker().namesHeld();
       for (int i = 0; i < 12; i++) {
@@ -47,7 +48,7 @@ class DeletedNamesTest {
           Awaitility.await().atMost(Duration.ofSeconds(20)).until(() -> s.acked() == 1);
         }
         queen.queue(q).group("once-" + i).subscription(SubscriptionMode.ALL).pop(); // a pop position, a signal
-        node.watchGroupsNow(); // the group gauges
+        watch.run(); // the group gauges
         assertThat(tagged(registry, q)).as("meters while the queue lives").isNotEmpty();
         String g = "g-" + i;
         queen.queue(q).group(g).delete();
@@ -81,8 +82,9 @@ class DeletedNamesTest {
         Queen other = EmbeddedQueen.builder().dataSource(ds).schema("elsewhere").nodeId("other")
             .meterRegistry(registry).pollInterval(Duration.ofMillis(100)).start()) {
       QueenImpl node = (QueenImpl) other;
+      GroupWatch watch = Watches.groups(other);
       other.queue("steady").push(Map.of("i", 0));
-      node.watchGroupsNow();
+      watch.run();
       Map<String, Integer> before = node.broker().namesHeld();
       for (int i = 0; i < 5; i++) {
         String q = "gone-" + i;
@@ -93,7 +95,7 @@ class DeletedNamesTest {
         other.queue(q).group("once").subscription(SubscriptionMode.ALL).pop();
       }
       other.queue("steady").group("left").subscription(SubscriptionMode.ALL).pop();
-      node.watchGroupsNow();
+      watch.run();
       assertThat(tagged(registry, "gone-0")).as("meters while the queue lives").isNotEmpty();
       assertThat(registry.getMeters()).anyMatch(m -> "left".equals(m.getId().getTag("group")));
 
@@ -101,11 +103,11 @@ class DeletedNamesTest {
       for (int i = 0; i < 5; i++) {
         deleter.queue("gone-" + i).delete();
       }
-      node.watchGroupsNow();
+      watch.run();
       assertThat(registry.getMeters()).as("a group deleted elsewhere: gone at the next pass")
           .noneMatch(m -> "left".equals(m.getId().getTag("group")));
       assertThat(tagged(registry, "gone-0")).as("a queue deleted elsewhere: kept after one pass").isNotEmpty();
-      node.watchGroupsNow();
+      watch.run();
       for (int i = 0; i < 5; i++) {
         assertThat(tagged(registry, "gone-" + i)).as("meters of queue gone-%d deleted elsewhere", i).isEmpty();
       }

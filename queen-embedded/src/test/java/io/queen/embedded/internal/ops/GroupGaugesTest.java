@@ -6,7 +6,6 @@ import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.embedded.QueenMeterBinder;
-import io.queen.embedded.internal.QueenImpl;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
@@ -34,7 +33,7 @@ class GroupGaugesTest {
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).meterRegistry(registry).start();
         LogCapture logs = LogCapture.start()) {
-      QueenImpl node = (QueenImpl) queen;
+      GroupWatch watch = Watches.groups(queen);
       queen.queue("orders").configure(c -> c.retention(Duration.ofDays(1)).pendingAlertAfter(Duration.ofMinutes(5)));
       queen.queue("orders").partition("a").pushAll(List.of(Map.of("i", 1), Map.of("i", 2)));
       queen.queue("orders").partition("b").push(Map.of("i", 3));
@@ -45,14 +44,14 @@ class GroupGaugesTest {
           "update queen.messages set created_at = created_at - interval '10 minutes'")) {
         st.executeUpdate();
       }
-      node.watchGroupsNow();
-      node.watchGroupsNow();
+      watch.run();
+      watch.run();
       assertThat(gauge(registry, "queen.group.lag", "billing")).isEqualTo(2.0);
       assertThat(gauge(registry, "queen.group.pending.age", "billing")).isBetween(600.0, 700.0);
       assertThat(gauge(registry, "queen.group.pending.alert", "billing")).isEqualTo(1.0);
       assertThat(queen.status().queue("orders").group("billing").pendingAlert()).isTrue();
       assertThat(queen.status().queue("orders").group("billing").pendingAge()).isGreaterThan(Duration.ofMinutes(9));
-      assertThat(logs.linesWith("WARN", "group 'billing' of queue 'orders'", "past pendingAlertAfter (300 s)",
+      assertThat(logs.linesWith(Watches.here(), "WARN", "group 'billing' of queue 'orders'", "past pendingAlertAfter (300 s)",
           "lag 2 message(s)")).hasSize(1);
 
       // a registry bound after the start sees every meter, those there already and those to come
@@ -60,11 +59,11 @@ class GroupGaugesTest {
       new QueenMeterBinder(queen).bindTo(late);
       List<Message> rest = queen.queue("orders").group("billing").partitions(2).batch(10).pop();
       assertThat(queen.ack(rest)).allSatisfy(r -> assertThat(r.success()).isTrue());
-      node.watchGroupsNow();
+      watch.run();
       assertThat(gauge(registry, "queen.group.lag", "billing")).isZero();
       assertThat(gauge(late, "queen.group.pending.alert", "billing")).isZero();
       assertThat(late.get("queen.messages.acked").tag("group", "billing").counter().count()).isEqualTo(2);
-      assertThat(logs.linesWith("INFO", "group 'billing' of queue 'orders' is back under pendingAlertAfter")).hasSize(1);
+      assertThat(logs.linesWith(Watches.here(), "INFO", "group 'billing' of queue 'orders' is back under pendingAlertAfter")).hasSize(1);
       assertThat(late.get("queen.listener.connected").gauge().value()).isEqualTo(1.0);
 
       // retention gauges: the oldest kept message's age, and the group holding it back
@@ -76,7 +75,7 @@ class GroupGaugesTest {
       queen.runRetentionNow(); // billing has passed a and b; nobody has read Default yet: the queue's default group
       queen.queue("orders").consumer().batch(1).pop(); // creates the default group at the beginning of every partition
       queen.runRetentionNow();
-      node.watchGroupsNow();
+      watch.run();
       assertThat(late.get("queen.retention.oldest.age").tag("queue", "orders").gauge().value()).isGreaterThan(86_400.0);
       assertThat(late.get("queen.retention.holding").tag("queue", "orders").tag("group", Queen.DEFAULT_GROUP).gauge()
           .value()).isEqualTo(1.0);
@@ -94,7 +93,7 @@ class GroupGaugesTest {
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     Queen queen = EmbeddedQueen.builder().dataSource(ds).janitor(false).meterRegistry(registry).start();
     try {
-      QueenImpl node = (QueenImpl) queen;
+      GroupWatch watch = Watches.groups(queen);
       queen.queue("gone").configure(c -> c.retention(Duration.ofDays(1)).pendingAlertAfter(Duration.ofSeconds(1)));
       queen.queue("kept").configure(c -> c.retention(Duration.ofDays(1)));
       queen.queue("gone").partition("a").push(Map.of("i", 1));
@@ -108,7 +107,7 @@ class GroupGaugesTest {
       queen.queue("gone").push(Map.of("i", 2));
       queen.queue("kept").push(Map.of("i", 2));
       queen.runRetentionNow();
-      node.watchGroupsNow();
+      watch.run();
       assertThat(registry.get("queen.group.pending.alert").tag("queue", "gone").tag("group", "slow").gauge().value())
           .isEqualTo(1.0);
       assertThat(registry.get("queen.retention.holding").tag("queue", "gone").tag("group", "slow").gauge().value())
@@ -116,7 +115,7 @@ class GroupGaugesTest {
       assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNotNull();
 
       queen.queue("gone").group("slow").delete();
-      node.watchGroupsNow();
+      watch.run();
       assertThat(registry.find("queen.group.pending.alert").tag("queue", "gone").tag("group", "slow").gauge()).isNull();
       assertThat(registry.find("queen.group.lag").tag("queue", "gone").tag("group", "slow").gauge()).isNull();
       // the retention state still names the deleted group until the next retention pass: it holds nothing now
@@ -124,7 +123,7 @@ class GroupGaugesTest {
       assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNotNull(); // queue kept
 
       queen.queue("gone").delete();
-      node.watchGroupsNow();
+      watch.run();
       assertThat(registry.find("queen.group.lag").tag("queue", "gone").gauges()).isEmpty();
       assertThat(registry.find("queen.group.pending.age").tag("queue", "gone").gauges()).isEmpty();
       assertThat(registry.find("queen.retention.oldest.age").tag("queue", "gone").gauge()).isNull();

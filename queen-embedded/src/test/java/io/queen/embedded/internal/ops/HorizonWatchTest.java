@@ -6,7 +6,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.embedded.internal.QueenImpl;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
@@ -34,9 +33,9 @@ class HorizonWatchTest {
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).meterRegistry(registry)
         .horizonWarnAfter(Duration.ofSeconds(1)).start();
         LogCapture logs = LogCapture.start()) {
-      QueenImpl node = (QueenImpl) queen;
+      HorizonWatch watch = Watches.horizon(queen);
       queen.queue("h").push(Map.of("i", 1));
-      node.watchHorizonNow();
+      watch.run();
       assertThat(gauge(registry)).isLessThan(1.0);
 
       int pid;
@@ -50,19 +49,20 @@ class HorizonWatchTest {
         }
         // the session now sits idle in transaction, holding the horizon, until it is past horizonWarnAfter
         org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(200))
+            .pollInSameThread()
             .until(() -> {
-              node.watchHorizonNow();
+              watch.run();
               return gauge(registry) >= 1.0;
             });
-        node.watchHorizonNow(); // still the same transaction: no second WARN
-        assertThat(logs.linesWith("WARN", "has held the database's xmin horizon", "pid " + pid,
+        watch.run(); // still the same transaction: no second WARN
+        assertThat(logs.linesWith(Watches.here(), "WARN", "has held the database's xmin horizon", "pid " + pid,
             "application 'forgotten-report'", "state 'idle in transaction'", "idle_in_transaction_session_timeout"))
             .hasSize(1);
         assertThat(logs.text()).doesNotContain("SECRET-STATEMENT-TEXT");
         c.commit();
       }
-      node.watchHorizonNow();
-      assertThat(logs.linesWith("INFO", "the transaction that held the xmin horizon (pid " + pid, "no longer does"))
+      watch.run();
+      assertThat(logs.linesWith(Watches.here(), "INFO", "the transaction that held the xmin horizon (pid " + pid, "no longer does"))
           .hasSize(1);
       assertThat(gauge(registry)).isLessThan(1.0);
     }
@@ -75,7 +75,7 @@ class HorizonWatchTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("horizonWarnAfter must be 0 (off) or between 1 s and 1 day, was 500 ms");
     try (Queen off = EmbeddedQueen.builder().dataSource(db.dataSource()).horizonWarnAfter(Duration.ZERO).start()) {
-      ((QueenImpl) off).watchHorizonNow();
+      Watches.horizon(off).run();
     }
   }
 

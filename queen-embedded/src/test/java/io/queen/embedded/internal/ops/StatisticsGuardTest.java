@@ -6,7 +6,6 @@ import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.embedded.internal.QueenImpl;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
@@ -40,16 +39,16 @@ class StatisticsGuardTest {
     try (HikariDataSource pool = db.newDataSource(8);
         Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(S).janitor(false).listen(false).start();
         LogCapture logs = LogCapture.start()) {
-      QueenImpl node = (QueenImpl) queen;
+      StatisticsGuard guard = Watches.statistics(queen);
       Awaitility.await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(500)).untilAsserted(() -> {
-        node.guardStatisticsNow();
+        guard.run();
         assertThat(reltuples(db, S, "messages")).isGreaterThan(5_000);
         assertThat(reltuples(db, S, "partitions")).isGreaterThan(1_000);
         assertThat(reltuples(db, S, "cursors")).isGreaterThan(1_000);
       });
       assertThat(logs.linesWith("analyzed", S + "\".messages", "the planner's statistics counted 0 rows")).hasSize(1);
       // a second look finds nothing to do
-      node.guardStatisticsNow();
+      guard.run();
       assertThat(logs.linesWith("analyzed", S + "\".messages")).hasSize(1);
     }
     assertThat(reltuples(db, S, "kv")).as("a small table is left to autovacuum").isEqualTo(kvBefore);
@@ -76,9 +75,9 @@ class StatisticsGuardTest {
     try (HikariDataSource pool = new HikariDataSource(config);
         Queen queen = EmbeddedQueen.builder().dataSource(pool).schema(schema).janitor(false).listen(false).start();
         LogCapture logs = LogCapture.start()) {
-      QueenImpl node = (QueenImpl) queen;
-      node.guardStatisticsNow();
-      node.guardStatisticsNow();
+      StatisticsGuard guard = Watches.statistics(queen);
+      guard.run();
+      guard.run();
       assertThat(logs.linesWith("does not own", schema, "left to autovacuum")).hasSize(1);
       assertThat(logs.linesWith("analyzed")).isEmpty();
       assertThat(reltuples(db, schema, "messages")).isZero();
