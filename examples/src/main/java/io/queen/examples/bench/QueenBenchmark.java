@@ -46,9 +46,9 @@ import java.util.function.Function;
 /**
  * The benchmark: every Queen figure is measured side by side with a raw-JDBC baseline in the same run,
  * on the same database, with the same number of threads. Prints a table, then one line per figure:
- * {@code RATIO <name> <value>} and {@code FIGURE <name> <value> <unit>}.
- * Issue 3, section 4 adds the cost of an idempotency marker to a consumer ({@code once_ack_overhead}: once() + ack in one
- * bundle against a plain ack, on the same backlog) and two KV rates ({@code kv_put}, {@code kv_incr_hot_key}).
+ * {@code RATIO <name> <value>} and {@code FIGURE <name> <value> <unit>}. Besides push, pop and ack it measures the cost
+ * of an idempotency marker to a consumer ({@code once_ack_overhead}: once() + ack in one bundle against a plain ack, on the
+ * same backlog) and two KV rates ({@code kv_put}, {@code kv_incr_hot_key}).
  *
  * <pre>
  * mvn -B -q -pl examples exec:java -Dexec.mainClass=io.queen.examples.bench.QueenBenchmark [-Dexec.args="--only push_batch1 --seconds 5"]
@@ -63,7 +63,7 @@ import java.util.function.Function;
  * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
  * and the WAL per message of every phase; the push phases print their WAL per message as {@code FIGURE} lines anyway).
  *
- * <p>Issue 11 adds push_batch1000 (batches of 1,000 against a raw COPY), push_hot_partition (8 threads into one partition
+ * <p>push_batch1000 measures batches of 1,000 against a raw COPY, push_hot_partition (8 threads into one partition
  * against the same threads over 1,000) and, with {@code --long}, sustained_push_pop (producers and consumers with retention
  * for 10 minutes, per-minute rates).
  *
