@@ -9,7 +9,7 @@ import java.util.Optional;
  * schema and run by every node that has {@code io.queen:queen-pgconn} on its classpath. Obtain it from
  * {@link Queen#connectors()}.
  *
- * <p>A document is the JSON document of the seed "Postgres source and sink" exactly, e.g.
+ * <p>A document is a JSON connector document as the queen-pgconn README describes it, e.g.
  * <pre>{@code
  * queen.connectors().put("invoices-sink", """
  *     {"kind": "sink",
@@ -57,7 +57,7 @@ public interface Connectors {
   boolean delete(String name);
 
   /**
-   * Starts a source over (the seed's resync): a new epoch, so message ids never repeat the old ones; its slot
+   * Starts a source over (a resync): a new epoch, so message ids never repeat the old ones; its slot
    * dropped and created again; and, unless its document says {@code snapshot: "never"}, a new snapshot that
    * writes every row that still exists as an {@code r} event. The way out of {@code slot_lost},
    * {@code slot_invalidated} and {@code slot_ahead}. Rows deleted while the slot was gone have no event.

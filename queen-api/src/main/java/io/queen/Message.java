@@ -140,7 +140,7 @@ public final class Message {
    * it is; an older version is converted by the registered upcasters (v1→v2→v3...) on a copy; another type,
    * a newer version or a gap in the upcasters throws {@link PayloadTypeException} (from a handler: the
    * message fails and follows the queue's retry and dead-letter rules). An untyped message (pushed as JSON,
-   * or before its class was typed) and an untyped class are read without a check, as before.
+   * or before its class was typed) and an untyped class are read without a check.
    *
    * @throws PayloadTypeException when a typed message cannot be read as the typed class
    * @throws PayloadSerializationException naming the message, the type and the JSON path that failed

@@ -96,7 +96,7 @@ public final class DemoMain {
       // 6. a queue written into a table by a sink connector, exactly once
       SinkDemo.run(queen, db.dataSource(), DemoMain::say);
 
-      // 7. a table streamed into a queue through logical replication, and back into a table (the seed's Try it)
+      // 7. a table streamed into a queue through logical replication, and back into a table
       String notForTheSource = whyNoSource(db.dataSource());
       if (notForTheSource == null) {
         SourceDemo.run(queen, db.dataSource(), DemoMain::say);

@@ -4,7 +4,7 @@ import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
 
 /**
- * The seed's invoices example: an upsert sink maps each message's top-level keys onto the columns of
+ * The invoices example: an upsert sink maps each message's top-level keys onto the columns of
  * {@code invoices} (a column the message does not name keeps its value; generated columns are derived by
  * PostgreSQL; {@code metadata.offset} writes the message's offset). Runs against {@code QUEEN_JDBC_URL}
  * when set, else an embedded PostgreSQL 17.

@@ -11,7 +11,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The seed's payments example: a {@code sql} sink runs {@code UPDATE accounts SET balance = balance + $1}
+ * The payments example: a {@code sql} sink runs {@code UPDATE accounts SET balance = balance + $1}
  * for every message, in the same transaction as its progress row, so a statement that is not idempotent
  * still runs exactly once per message. Pushes 100 payments over 10 partitions and checks the balances.
  *

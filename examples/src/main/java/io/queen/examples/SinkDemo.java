@@ -13,7 +13,7 @@ import javax.sql.DataSource;
 
 /**
  * The demo's connector step: a queue written into a table by a sink connector, exactly once. The
- * document is the seed's, without a {@code connection}: the sink then writes into Queen's own database
+ * document is the invoices sink of the queen-pgconn README, without a {@code connection}: the sink then writes into Queen's own database
  * through Queen's DataSource, so there is no password to store. The second message for invoice 7 names
  * only {@code id} and {@code total}, so only the total changes.
  */

@@ -14,11 +14,11 @@ import java.util.function.Supplier;
 import javax.sql.DataSource;
 
 /**
- * The demo's source step, the seed's "Try it" in Java: a table streamed into a queue through logical replication
+ * The demo's source step, the queen-pgconn README's "Try it" in Java: a table streamed into a queue through logical replication
  * (the two rows already there come from the snapshot as {@code r} events, then an update and a transaction of an
  * insert and a delete), and the queue streamed back into a second table by a {@code cdc} sink. Neither document
  * has a {@code connection}: both connectors use Queen's own database, so there is no password to store. The queue is
- * {@code order-changes} (the seed's is {@code orders}, which the demo's first steps already use for order messages).
+ * {@code order-changes} (not {@code orders}, which the demo's first steps already use for order messages).
  */
 final class SourceDemo {
   private SourceDemo() {}

@@ -61,11 +61,11 @@ public final class EmbeddedQueen {
   /** Default {@link Builder#removeEmptyPartitionsAfter}: 24 h. */
   public static final Duration DEFAULT_REMOVE_EMPTY_PARTITIONS_AFTER = Duration.ofHours(24);
 
-  /** Default connector threads per node (the seed's {@code QUEEN_PG_THREADS}): {@value}. */
+  /** Default connector threads per node: {@value}. */
   public static final int DEFAULT_CONNECTOR_THREADS = 2;
   /** Default period at which every node re-reads the connector documents: 5 s. */
   public static final Duration DEFAULT_CONNECTOR_REFRESH = Duration.ofSeconds(5);
-  /** Default TTL of a source's ownership lease: {@value #DEFAULT_SOURCE_LEASE_TTL_MS} ms (the seed's QUEEN_PG_LEASE_TTL_MS). */
+  /** Default TTL of a source's ownership lease: {@value #DEFAULT_SOURCE_LEASE_TTL_MS} ms. */
   public static final long DEFAULT_SOURCE_LEASE_TTL_MS = 10_000;
   /** The environment variable read for the node's encryption key when the builder gives none. */
   public static final String ENCRYPTION_KEY_ENV = "QUEEN_ENCRYPTION_KEY";
@@ -172,7 +172,7 @@ public final class EmbeddedQueen {
       return this;
     }
 
-    /** Threads per node for connector work (1..64; default 2, the seed's QUEEN_PG_THREADS). */
+    /** Threads per node for connector work (1..64; default 2). */
     public Builder connectorThreads(int threads) {
       this.connectorThreads = threads;
       return this;
@@ -194,8 +194,8 @@ public final class EmbeddedQueen {
     }
 
     /**
-     * How long a Postgres source's ownership lease lives unless its owner renews it (1 s .. 10 min; default 10 s,
-     * the seed's QUEEN_PG_LEASE_TTL_MS). The owner renews it every third of this; when an owner dies, another
+     * How long a Postgres source's ownership lease lives unless its owner renews it (1 s .. 10 min; default
+     * 10 s). The owner renews it every third of this; when an owner dies, another
      * node takes the source over once it has run out. Give every node the same value.
      */
     public Builder sourceLeaseTtl(Duration ttl) {
@@ -382,7 +382,7 @@ public final class EmbeddedQueen {
      * from a daemon thread {@code queen-<node>-heartbeat-<n>} on a connection of its own. A lease whose
      * owner's heartbeat is older than the owner's session timeout is free to take, whatever the lease time
      * says: a crashed node stalls its partitions for about this long, not for a lease time. A live node
-     * that overruns its lease still loses it at the lease's expiry, as before. Shorter is faster recovery
+     * that overruns its lease still loses it at the lease's expiry. Shorter is faster recovery
      * and a higher risk that a long GC pause or a network stall makes a live node look dead (its leases
      * are then taken over, and its acks of them report {@code LEASE_LOST}).
      */

@@ -21,8 +21,8 @@ import org.junit.jupiter.api.Timeout;
  * Groups deleted while producers create partitions leave nothing of theirs behind. A push that creates a partition
  * inserts one cursor per group it sees, in a statement after the partition's; a delete that did not take the queue
  * row first could pass before that cursor was committed, and the cursor (at offset -1, of a group no one reads) held
- * the partition's messages from retention for good. Found by a soak that deleted 1,185 groups under a producer making
- * a partition per order: 8,582 such cursors, and retention held by a group that no longer existed.
+ * the partition's messages from retention for good (a soak that deleted 1,185 groups under a producer making a
+ * partition per order would leave thousands of such cursors, retention held by groups that no longer exist).
  */
 @QueenPostgres
 @Timeout(value = 90, unit = TimeUnit.SECONDS)

@@ -21,9 +21,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V29: renew and release lock the cursor rows they change in key order, the order an ack locks its settled cursors
- * in. Before, they locked in the arrays' (or the table's) order, and a renewal that held a higher partition while
- * waiting for a lower one an ack held, while the ack waited for the higher one, was a deadlock that stalled both for
+ * Renew and release lock the cursor rows they change in key order, the order an ack locks its settled cursors
+ * in. In any other order, a renewal that held a higher partition while
+ * waiting for a lower one an ack held, while the ack waited for the higher one, would be a deadlock that stalled both for
  * {@code deadlock_timeout}. Here a transaction holds the lower partition's cursor as an ack would, the renewal (or
  * release) is given the partitions highest first and waits, and the holder then takes the higher partition's
  * cursor: it must get it at once, because the waiting call holds nothing yet.

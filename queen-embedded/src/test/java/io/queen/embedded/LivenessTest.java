@@ -210,7 +210,7 @@ public class LivenessTest {
 
   /**
    * status() counts the leases consumers hold: a crashed node's are free to take once its heartbeat is stale, and an
-   * operator reading "10 leased, no progress" could not tell them from a stuck consumer's. They no longer count.
+   * operator reading "10 leased, no progress" could not tell them from a stuck consumer's. So they are not counted.
    */
   @Test
   void statusDoesNotCountTheLeasesOfANodeThatStoppedHeartbeating(DataSource ds) throws Exception {

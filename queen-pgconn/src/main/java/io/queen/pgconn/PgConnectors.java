@@ -12,7 +12,7 @@ import java.util.Locale;
 
 /**
  * Typed builders of connector documents, so that Java code need not write JSON text. Each produces exactly
- * the seed's JSON document (the fields it was given, nothing added: defaults stay the registry's), and
+ * the JSON connector document (the fields it was given, nothing added: defaults stay the registry's), and
  * {@code toJson()} / {@code toJsonNode()} / {@code putTo(...)} run the same validation as
  * {@code queen.connectors().put}, so a bad value is refused with the same {@link io.queen.InvalidConnectorException}
  * and field path ({@code sink.workers}). Not thread-safe; a builder may be changed and built again.
@@ -191,7 +191,7 @@ public final class PgConnectors {
     }
   }
 
-  /** A sink document ({@code kind: "sink"}); the fields are the seed's, see the module README. */
+  /** A sink document ({@code kind: "sink"}); its fields are listed in the module README. */
   public static final class SinkDocument extends Document<SinkDocument> {
     private SinkDocument(String name) {
       super(name, "sink");
@@ -283,7 +283,7 @@ public final class PgConnectors {
     }
   }
 
-  /** A source document ({@code kind: "source"}); the fields are the seed's, see the module README. */
+  /** A source document ({@code kind: "source"}); its fields are listed in the module README. */
   public static final class SourceDocument extends Document<SourceDocument> {
     private SourceDocument(String name) {
       super(name, "source");

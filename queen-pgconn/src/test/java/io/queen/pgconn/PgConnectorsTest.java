@@ -16,11 +16,11 @@ import java.util.List;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
-/** The typed document builders give the seed's documents exactly, and are refused exactly as the JSON would be. */
+/** The typed document builders give the README's documents exactly, and are refused exactly as the JSON would be. */
 class PgConnectorsTest {
   static final ObjectMapper M = new ObjectMapper();
 
-  /** The seed's document, compact, in its own field order. */
+  /** The README's document, compact, in its own field order. */
   static String seed(String json) throws Exception {
     return M.writeValueAsString(M.readTree(json));
   }

@@ -21,7 +21,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** The seed's connector metrics as Micrometer meters, tag {@code connector}. */
+/** The sink metrics as Micrometer meters, tag {@code connector}. */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class SinkMetersTest {

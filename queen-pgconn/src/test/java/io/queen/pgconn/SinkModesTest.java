@@ -62,7 +62,7 @@ class SinkModesTest {
     return out;
   }
 
-  /** The seed's "How a message becomes a row" example, verbatim, against another database on the same server. */
+  /** The README's invoices example, verbatim, against another database on the same server. */
   @Test
   void theSeedsInvoicesExample() throws Exception {
     try (TestDatabase other = db.server().createDatabase("invoices")) {
@@ -110,7 +110,7 @@ class SinkModesTest {
     }
   }
 
-  /** The seed's payments example: a statement that is not idempotent runs exactly once per message. */
+  /** The README's payments example: a statement that is not idempotent runs exactly once per message. */
   @Test
   void theSeedsPaymentsExampleInSqlMode() throws Exception {
     sql("CREATE TABLE accounts (id bigint PRIMARY KEY, balance numeric NOT NULL)");

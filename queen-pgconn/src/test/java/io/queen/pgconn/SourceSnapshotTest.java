@@ -34,7 +34,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The source's initial snapshot through the stream runtime: the seed's "Try it" flow whole (the two rows already
+ * The source's initial snapshot through the stream runtime: the README's "Try it" flow whole (the two rows already
  * there arrive as {@code r} events in partitions 1 and 2, then the stream's changes, then a cdc sink copies them),
  * and a table copied in small chunks while a writer keeps changing it.
  */
@@ -222,7 +222,7 @@ class SourceSnapshotTest {
   }
 
   /**
-   * The seed: "a table added to a running source is streamed from then on but not copied (resync to copy it)". The
+   * The rule: "a table added to a running source is streamed from then on but not copied (resync to copy it)". The
    * source once stopped with setup_failed instead, its snapshot progress naming a table the longer list did not
    * have in that place.
    */
@@ -250,7 +250,7 @@ class SourceSnapshotTest {
   }
 
   /**
-   * The seed: a table added to a running source is streamed "from then on". A row written the moment the put returns,
+   * The rule: a table added to a running source is streamed "from then on". A row written the moment the put returns,
    * with the default connectorRefresh (5 s) before the owner runs the new document, was lost: the owner added the
    * table to the publication only then, and the decoder reads the publication as it was at each change.
    */

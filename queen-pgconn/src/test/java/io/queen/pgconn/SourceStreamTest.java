@@ -26,8 +26,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The source's stream against a real walsender: the seed's "Try it" changes (an update, then an insert and a delete
- * in one transaction) give exactly the seed's events, partitions and transactionIds, and a cdc sink copies them
+ * The source's stream against a real walsender: the queen-pgconn README's "Try it" changes (an update, then an insert and a delete
+ * in one transaction) give exactly the documented events, partitions and transactionIds, and a cdc sink copies them
  * into a second table.
  */
 @QueenPostgres
@@ -84,7 +84,7 @@ class SourceStreamTest {
     assertThat(inserted).extracting(Message::partition).containsExactlyInAnyOrder("1", "2");
     JsonNode first = inserted.stream().filter(m -> m.partition().equals("1")).findFirst().orElseThrow().payload();
     assertThat(first.get("op").asText()).isEqualTo("c");
-    // the seed's values exactly (Queen keeps payloads as jsonb, which orders an object's keys its own way)
+    // the documented values exactly (Queen keeps payloads as jsonb, which orders an object's keys its own way)
     assertThat(first.get("after")).isEqualTo(EXACT.readTree("{\"id\":1,\"customer\":{\"name\":\"Ada\",\"tier\":\"gold\"},"
         + "\"status\":\"new\",\"total\":42.00,\"created_at\":\"2026-10-03T06:14:39.365472+00:00\"}"));
     assertThat(first.get("after").get("total").toString()).isEqualTo("42.00");

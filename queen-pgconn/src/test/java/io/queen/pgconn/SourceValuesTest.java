@@ -177,7 +177,7 @@ class SourceValuesTest {
           .digest("r".repeat(3000).getBytes(StandardCharsets.UTF_8))).substring(0, 32);
       assertThat(byc.byPartition.get(hashed)).extracting(m -> m.payload().get("op").asText(),
           m -> m.payload().get("key").get("id").asInt()).containsExactly(tuple("c", 4), tuple("u", 4));
-      // the seed: under REPLICA IDENTITY FULL unchanged is always empty, the value is in after
+      // under REPLICA IDENTITY FULL unchanged is always empty, the value is in after
       JsonNode ru = byc.byPartition.get(hashed).get(1).payload();
       assertThat(ru.get("after").get("region").asText()).isEqualTo("r".repeat(3000));
       assertThat(ru.path("unchanged").size()).isZero();

@@ -37,7 +37,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * The figures of issue 14 ("the engine under every worker"): the consume loop (one claimer per subscription, 16 workers)
+ * The engine figures: the consume loop (one claimer per subscription, 16 workers)
  * against a raw {@code SKIP LOCKED} delete queue with the same threads and connections, in the same run.
  *
  * <ul>

@@ -44,11 +44,11 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.function.Function;
 
 /**
- * The benchmark of issue 2, section 5: every Queen figure is measured side by side with a raw-JDBC baseline in the same run,
+ * The benchmark: every Queen figure is measured side by side with a raw-JDBC baseline in the same run,
  * on the same database, with the same number of threads. Prints a table, then one line per figure:
- * {@code RATIO <name> <value>} and {@code FIGURE <name> <value> <unit>}.
- * Issue 3, section 4 adds the cost of an idempotency marker to a consumer ({@code once_ack_overhead}: once() + ack in one
- * bundle against a plain ack, on the same backlog) and two KV rates ({@code kv_put}, {@code kv_incr_hot_key}).
+ * {@code RATIO <name> <value>} and {@code FIGURE <name> <value> <unit>}. Besides push, pop and ack it measures the cost
+ * of an idempotency marker to a consumer ({@code once_ack_overhead}: once() + ack in one bundle against a plain ack, on the
+ * same backlog) and two KV rates ({@code kv_put}, {@code kv_incr_hot_key}).
  *
  * <pre>
  * mvn -B -q -pl examples exec:java -Dexec.mainClass=io.queen.examples.bench.QueenBenchmark [-Dexec.args="--only push_batch1 --seconds 5"]
@@ -63,7 +63,7 @@ import java.util.function.Function;
  * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
  * and the WAL per message of every phase; the push phases print their WAL per message as {@code FIGURE} lines anyway).
  *
- * <p>Issue 11 adds push_batch1000 (batches of 1,000 against a raw COPY), push_hot_partition (8 threads into one partition
+ * <p>push_batch1000 measures batches of 1,000 against a raw COPY, push_hot_partition (8 threads into one partition
  * against the same threads over 1,000) and, with {@code --long}, sustained_push_pop (producers and consumers with retention
  * for 10 minutes, per-minute rates).
  *
@@ -116,7 +116,7 @@ public final class QueenBenchmark {
       + "popack_batch100, latency, latency_fresh, pop_100k_vs_10, once_ack_overhead, "
       + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
       + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw, source_other_db";
-  /** The figure names of issue 14 that --only accepts for the phase that prints them. */
+  /** Other figure names that --only accepts, each for the phase that prints it. */
   static final java.util.Map<String, String> ALIASES = java.util.Map.of("consume_pops_per_message", "consume_pops",
       "consume_empty_pop_share", "consume_pops", "consume_claim_p50_ms", "consume_claim", "consume_claim_p99_ms",
       "consume_claim", "cursor_updates_per_message", "consume_vs_raw", "cursor_hot_share", "consume_vs_raw");
@@ -554,7 +554,7 @@ public final class QueenBenchmark {
 
   /**
    * push_batch100 while the retention janitor deletes a large backlog of another queue, against push_batch100 without it,
-   * in the same run (issue 12 section 1; target 0.9). The backlog (400,000 messages times --scale over 100 partitions, all
+   * in the same run (target: at least 0.9). The backlog (400,000 messages times --scale over 100 partitions, all
    * past retention and with no group holding them) is written by SQL before both windows; retention is switched on for
    * its queue only after the first window, and a thread then calls {@code runRetentionNow()} in a loop through the second.
    */

@@ -56,7 +56,7 @@ public interface ConnectorHost {
   /** The node's AES-256 key (32 bytes, a copy), from the builder or {@code QUEEN_ENCRYPTION_KEY}; empty when none. */
   Optional<byte[]> encryptionKey();
 
-  /** Connector threads per node (the builder's {@code connectorThreads}, the seed's QUEEN_PG_THREADS). */
+  /** Connector threads per node (the builder's {@code connectorThreads}). */
   int connectorThreads();
 
   /** Whether this node runs connector workers (the builder's {@code runConnectors}); it serves the registry either way. */

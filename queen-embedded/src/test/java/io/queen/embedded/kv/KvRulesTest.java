@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
-/** One test per rule of the KV seed ("KV state"), named after the rule. */
+/** One test per KV rule (DESIGN.md §3, "KV"), named after the rule. */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class KvRulesTest {
@@ -197,8 +197,8 @@ class KvRulesTest {
 
   /**
    * ABA: a key deleted (or expired) and written again as many times never comes back to a version of its earlier
-   * life, so an expect held from that life fails. With per-key counters that restarted at 1 (before V41), the third
-   * write of the second life had version 3 again and {@code expect(3)} from the first life applied.
+   * life, so an expect held from that life fails. With per-key counters that restarted at 1, the third
+   * write of the second life would have version 3 again and {@code expect(3)} from the first life would apply.
    */
   @Test
   void aVersionHeldFromAKeysEarlierLifeNeverMatchesItsNextLife() {

@@ -18,8 +18,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V42, what V41's sequence of KV versions left open during a rolling upgrade: a role granted Queen's tables before the
- * upgrade could not write KV at all (the sequence was new and not granted). And a node started on a schema a newer node
+ * A rolling upgrade that adds the sequence of KV versions (schema version 42 grants it): a role granted Queen's tables
+ * before the upgrade must still write KV (the sequence is new and was not granted to it). And a node started on a schema a newer node
  * migrated says so.
  */
 @QueenPostgres
@@ -38,8 +38,8 @@ class KvVersionsRolloutTest {
 
   @Test
   void aRoleGrantedTheTablesBeforeTheUpgradeKeepsWritingKv(TestDatabase db) throws Exception {
-    // the schema at V41, as a database upgraded from it is: the owner migrated it, the application's role was granted
-    // what existed, and V42 has not run
+    // the schema as an upgrade finds it: the owner migrated it, the application's role was granted what existed,
+    // and the grant of the KV version sequence (schema version 42) has not run
     try (Queen owner = EmbeddedQueen.builder().dataSource(db.dataSource()).schema(SCHEMA).listen(false).start()) {
       owner.kv().put("ns", "warm", Map.of("v", 1), Kv.forever());
     }
@@ -55,7 +55,7 @@ class KvVersionsRolloutTest {
     config.setPassword("kvr");
     config.setMaximumPoolSize(4);
     try (HikariDataSource appPool = new HikariDataSource(config)) {
-      // the owner's node of this version migrates (V42): the role is granted the sequence in the same step
+      // the owner's node of this version migrates: the role is granted the sequence in the same step
       try (Queen owner = EmbeddedQueen.builder().dataSource(db.dataSource()).schema(SCHEMA).listen(false).start()) {
         assertThat(owner.kv().get("ns", "warm").found()).isTrue();
       }

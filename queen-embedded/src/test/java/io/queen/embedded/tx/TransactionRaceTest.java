@@ -125,7 +125,7 @@ class TransactionRaceTest {
   }
 
   /**
-   * The seed's shape: marker + effect row + ack in one commit, while consumers crash before or after the
+   * The transactional handler's shape: marker + effect row + ack in one commit, while consumers crash before or after the
    * external effect and leases expire. In the end every message has exactly one marker and exactly one
    * effect row, and the queue is empty. The external effect itself may repeat: that is the negative
    * half of the guarantee, and the test counts it instead of hiding it.

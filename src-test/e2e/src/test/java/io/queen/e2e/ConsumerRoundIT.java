@@ -48,7 +48,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The cursor-consumer guarantees of the ADR (seed 004), one test per item of its confirmation list:
+ * The cursor consumer's guarantees, one test each:
  * two workers never process one round twice; a crash in the middle of a round (terminated backend,
  * handler exception, handler {@code Error}, interrupt) leaves no duplicate and no loss; a consumer wakes
  * on NOTIFY and, without it, by polling; losing the LISTEN connection loses nothing; a round whose

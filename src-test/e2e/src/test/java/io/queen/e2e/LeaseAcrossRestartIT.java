@@ -18,9 +18,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A lease held across a restart of PostgreSQL and expired meanwhile counts no attempt (queen-embedded V45): its holder
+ * A lease held across a restart of PostgreSQL and expired meanwhile counts no attempt: its holder
  * could not ack while the server was down. With {@code retryLimit(0)} a counted expiry sends the message to the
- * dead-letter queue at once, which is what an outage longer than the lease did before. A lease that simply expires,
+ * dead-letter queue at once, so a counted expiry would show. A lease that simply expires,
  * with no restart, still counts. A server of this test's own (the shared one cannot be restarted).
  */
 class LeaseAcrossRestartIT {
@@ -53,7 +53,7 @@ class LeaseAcrossRestartIT {
       assertThat(queen.deadLetters(q).defaultGroup().count()).isZero();
       queen.ack(again.get().get(0));
 
-      // a lease that expires with the server up counts, as before: retryLimit 0 dead-letters it at the next pop
+      // a lease that expires with the server up counts: retryLimit 0 dead-letters it at the next pop
       assertThat(queen.queue(q).consumer().partition("plain").pop()).hasSize(1);
       await().pollDelay(Duration.ofMillis(2_200)).atMost(Duration.ofSeconds(10)).until(() -> {
         List<Message> m = queen.queue(q).consumer().partition("plain").pop();

@@ -42,7 +42,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Sink nodes in separate JVMs ({@link SinkChild}) killed with SIGKILL mid-batch, a new child each time, while the
- * test keeps pushing: the seed's payments sink ({@code sql} mode, {@code UPDATE accounts SET balance = balance +
+ * test keeps pushing: the payments sink ({@code sql} mode, {@code UPDATE accounts SET balance = balance +
  * $1::numeric WHERE id = $2::bigint}, its own connection) and an append sink into {@code ledger} (Queen's own
  * DataSource, no key, so a message applied twice would be two rows) on the same queue, 40 partitions, 4 accounts.
  *
@@ -50,9 +50,9 @@ import org.slf4j.LoggerFactory;
  * payments batch blocks inside its transaction on the target (seen in {@code pg_stat_activity} as a
  * {@code queen-sink-pay} backend waiting on a lock) with its leases held, and is killed there. The next child takes
  * the same partitions over from the dead node (the core's "owner stopped heartbeating" expiry), blocks, and is
- * killed again: five times in a row on the same heads, with the queue's {@code retryLimit} at its default 3. Before
- * V14 the fourth take-over dead-lettered those heads; now no attempt is counted at all (with the sink's group
- * left to count expiries this test fails at kill 2). Part two, the lock gone and the messages spread over all 40
+ * killed again: five times in a row on the same heads, with the queue's {@code retryLimit} at its default 3. No
+ * attempt is counted for a take-over (were the sink's group left to count expiries, the fourth take-over would
+ * dead-letter those heads and this test would fail at kill 2). Part two, the lock gone and the messages spread over all 40
  * partitions, two more kills of a free-running sink, each right after a payments batch is seen inside its
  * transaction. At the end every balance equals exactly one
  * application of each pushed message, the ledger holds each message exactly once, nothing is dead-lettered, both

@@ -81,7 +81,7 @@ final class SinkFixtures {
             + " part text not null, off bigint not null)");
   }
 
-  /** The seed's payments sink, verbatim statement, through its own connection (application_name queen-sink-NAME). */
+  /** The payments sink of the queen-pgconn README, its statement verbatim, through its own connection (application_name queen-sink-NAME). */
   static String paymentsSink(TestDatabase db, String queue, int workers, int batch) {
     return """
         {"kind": "sink",

@@ -16,8 +16,7 @@ import java.util.Set;
  * runs: a push into it waits here until the unit is settled, and comes back then (after a wake-up that named nothing,
  * every held partition comes back so). The claimer scans when a wake-up named nothing, when a scan took as much as it
  * could (more may be ready), when the names are many more than the pop may take, and at least once per poll interval:
- * what no push names (a retry that is due, a lease that expired, a notification that was lost) is found by the scan,
- * as it was before pops were named.
+ * what no push names (a retry that is due, a lease that expired, a notification that was lost) is found by the scan.
  *
  * <p>Thread-safe: pushes, workers, the acker and the claimer all call in.
  */

@@ -267,7 +267,7 @@ public final class KvStore {
 
   /**
    * What {@link #writeThenAck} did: the writes' results, the acks' results, and "kv", "lease", "done" (an ack's message
-   * was finished by another consumer, V43) or null.
+   * was finished by another consumer) or null.
    */
   public record BundleResult(List<KvWriteResult> writes, List<io.queen.AckResult> acks, String fail) {}
 
@@ -312,7 +312,7 @@ public final class KvStore {
    * text ({@code 1.0E7} as {@code 10000000}); {@code true}, once()'s value, it stores as is.
    */
   private static String markersSql(String s, boolean storedValues) {
-    // versions from the store's sequence, as every KV write (V41): never one a key had before
+    // versions from the store's sequence, as every KV write: never one a key had before
     String w = "with w as (insert into " + s + ".kv (namespace, key, value, version, expires_at)"
         + " select x.ns, x.k, x.v::jsonb, nextval('" + s + ".kv_versions'), now() + x.ttl * interval '1 millisecond'"
         + " from unnest(?::text[], ?::text[], ?::text[], ?::bigint[]) as x(ns, k, v, ttl)"

@@ -20,7 +20,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Why Queen watches it: while a transaction is open, PostgreSQL removes no dead row version written after it began.
  * Queen's partition and cursor rows are updated on every push, pop and ack, so each of those calls walks more dead
- * versions as the transaction ages (BENCHMARKS.md, "The engine under a held horizon"). The usual holders are a
+ * versions as the transaction ages. The usual holders are a
  * forgotten {@code BEGIN} (idle in transaction), a long report or {@code pg_dump}, and prepared transactions; an
  * operator who is told which session it is can end it.
  *

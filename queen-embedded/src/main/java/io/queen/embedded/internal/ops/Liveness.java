@@ -146,7 +146,7 @@ public final class Liveness {
         int expired;
         try (PreparedStatement ex = c.prepareStatement("with mine as (select partition_id, group_name from " + s
             + ".cursors where lease_owner = ? and lease_id is not null and lease_expires_at > now()"
-            + " order by partition_id, group_name for update)" // key order, as every multi-row lock (V29)
+            + " order by partition_id, group_name for update)" // key order, as every multi-row lock
             + " update " + s + ".cursors cu set lease_expires_at = now() from mine m"
             + " where cu.partition_id = m.partition_id and cu.group_name = m.group_name")) {
           ex.setString(1, node);

@@ -120,7 +120,7 @@ class RetentionBusyTest {
   /**
    * A queue with many partitions of one old message each (a source connector's shape: a partition per row key) is
    * cleaned in chunks, one transaction for up to 100 partitions; partitions with more than a chunk's share, and one a
-   * push holds, are handled as before.
+   * push holds, are handled one by one.
    */
   @Test
   void manyPartitionsOfOneOldMessageEachAreRemovedInChunks(DataSource ds) throws Exception {

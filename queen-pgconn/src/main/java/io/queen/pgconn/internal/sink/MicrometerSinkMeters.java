@@ -9,8 +9,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.BooleanSupplier;
 
 /**
- * The seed's connector metrics as Micrometer meters. Dotted names, which Micrometer's Prometheus naming
- * renders as the seed's: counters {@code queen.pg.sink.applied} ({@code queen_pg_sink_applied_total}),
+ * The sink metrics as Micrometer meters. Dotted names, which Micrometer's Prometheus naming
+ * renders with underscores: counters {@code queen.pg.sink.applied} ({@code queen_pg_sink_applied_total}),
  * {@code queen.pg.sink.skipped}, {@code queen.pg.sink.dlq}, {@code queen.pg.sink.batches}, and ours,
  * {@code queen.pg.sink.ignored},
  * {@code queen.pg.connector.errors}; gauge {@code queen.pg.connector.owner} ({@code queen_pg_connector_owner}).

@@ -3,7 +3,7 @@ package io.queen.pgconn.internal.sink;
 import java.util.function.BooleanSupplier;
 
 /**
- * The connector meters of one node (the seed's names, tag {@code connector}): a no-op without a
+ * The connector meters of one node (names as in the module README, tag {@code connector}): a no-op without a
  * {@code MeterRegistry}, Micrometer otherwise ({@link MicrometerSinkMeters}, the only class here that
  * touches Micrometer, which is an optional dependency).
  */

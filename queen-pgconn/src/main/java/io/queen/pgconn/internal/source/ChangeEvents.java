@@ -14,7 +14,7 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * The seed's change event, its partition, and the bridge from a snapshot's SELECT to the same {@link
+ * The change event of a row, its partition, and the bridge from a snapshot's SELECT to the same {@link
  * PgMessage.Tuple} the stream decodes, so an {@code r} and a {@code c} of one row carry identical values.
  *
  * <p>An event is one JSON object with its fields in this order: {@code op} ({@code r c u d}), {@code table}

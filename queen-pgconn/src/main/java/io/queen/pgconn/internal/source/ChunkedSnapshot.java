@@ -36,7 +36,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The source's initial snapshot: each table read in key order, {@code chunkRows} rows at a time, while the stream
- * keeps running, with DBLog watermarks (cdc.md §2.6). A {@link SnapshotHook} the stream drives.
+ * keeps running, with DBLog watermarks. A {@link SnapshotHook} the stream drives.
  *
  * <p><b>One chunk.</b> On a thread of its own (never the stream's), the snapshot writes a low watermark (LW) into
  * the WAL with {@code pg_logical_emit_message(false, 'queen-snap', '{"s":..,"w":..,"m":"lw"}', true)} (non-
@@ -86,7 +86,7 @@ import org.slf4j.LoggerFactory;
  * {@code pg_logical_emit_message}, which the source's role has anyway.
  */
 public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
-  /** The seed's {@code snapshotChunkRows} default. */
+  /** The default of the document's {@code snapshotChunkRows}. */
   public static final int DEFAULT_CHUNK_ROWS = 2_000;
 
   private static final Logger LOG = LoggerFactory.getLogger(ChunkedSnapshot.class);
@@ -313,7 +313,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       table = 0;
       done = false;
       if (progress != null && !progress.isNull() && progress.path("done").asBoolean(false)) {
-        // copied: tables added to the document since are streamed from now on, not copied (the seed; resync)
+        // copied: tables added to the document since are streamed from now on, not copied (a resync copies them)
         table = tables.size();
       } else if (progress != null && !progress.isNull()) {
         int i = progress.path("table").asInt(-1);

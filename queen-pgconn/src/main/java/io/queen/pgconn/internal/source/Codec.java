@@ -42,7 +42,7 @@ interface Codec {
    */
   PgMessage.Relation resolve(Connection c, PgMessage.Relation relation) throws SQLException;
 
-  /** The seed's event object, as JSON text. {@code op}: c, u, d. */
+  /** The change event object, as JSON text. {@code op}: c, u, d. */
   ChangeEvents.Event event(String op, PgMessage.Relation relation, PgMessage.Tuple before, PgMessage.Tuple after, long lsn,
       long xid, long commitTimeMicros, int seq);
 

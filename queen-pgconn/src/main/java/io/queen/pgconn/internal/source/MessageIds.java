@@ -5,7 +5,7 @@ import java.util.Locale;
 import java.util.regex.Pattern;
 
 /**
- * The message ids of the source (the seed's "Message ids"), used as the push's transactionId so a resend is
+ * The message ids of the source, used as the push's transactionId so a resend is
  * a duplicate, never a second message: {@code pg:<epoch>:<commit LSN, 16 hex>:<seq>} for a change ({@code .1}
  * added for a key change's second event), {@code pg:<epoch>:s:<position>:<seq>} for a snapshot row and
  * {@code pg:<epoch>:s:<position>:f<seq>} for a fill, the position in decimal. The epoch (8 lower-case hex

@@ -8,7 +8,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The seed's source metrics as Micrometer meters, dotted names that Prometheus naming renders as the seed's:
+ * The source metrics as Micrometer meters, dotted names that Prometheus naming renders with underscores:
  * counters {@code queen.pg.source.transactions} ({@code queen_pg_source_transactions_total}),
  * {@code queen.pg.source.messages}, {@code queen.pg.source.bundles}, {@code queen.pg.source.snapshot.rows},
  * {@code queen.pg.connector.errors}; gauges {@code queen.pg.source.slot.lag.bytes} (the server's current WAL

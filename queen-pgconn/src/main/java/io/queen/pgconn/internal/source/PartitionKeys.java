@@ -7,7 +7,7 @@ import java.util.HexFormat;
 import java.util.List;
 
 /**
- * The Queen partition of a row (the seed's "Partitions"): its key, or its {@code partitionBy} columns, as
+ * The Queen partition of a row: its key, or its {@code partitionBy} columns, as
  * PostgreSQL prints them. One value as printed ({@code 42}); several joined with {@code |}, where a {@code |}
  * or {@code \} inside a value is escaped with {@code \} and NULL is written {@code \N}. A name over
  * {@value #MAX_BYTES} UTF-8 bytes (or an empty one, which Queen does not accept) becomes {@code ~} and the first

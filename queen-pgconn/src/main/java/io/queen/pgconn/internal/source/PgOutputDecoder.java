@@ -10,7 +10,7 @@ import java.util.Locale;
 
 /**
  * Decodes one pgoutput message (protocol version 1, text tuples) into a {@link PgMessage}, following
- * PostgreSQL's "Logical Replication Message Formats" (cdc.md §2.5): big-endian integers, NUL-terminated UTF-8
+ * PostgreSQL's "Logical Replication Message Formats": big-endian integers, NUL-terminated UTF-8
  * strings, times in microseconds since 2000-01-01 shifted to the Unix epoch, LSNs and xids unsigned.
  *
  * <p>Only what protocol 1 with {@code binary} and {@code streaming} off can send is accepted: the tags

@@ -5,8 +5,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 /**
- * How far a source got, as committed in Queen's KV in the same transaction as the messages it covers (the seed's
- * pointer). Every source transaction whose commit LSN is below {@code lsn} is in Queen; the one at {@code lsn}
+ * How far a source got, as committed in Queen's KV in the same transaction as the messages it covers (the
+ * source's pointer). Every source transaction whose commit LSN is below {@code lsn} is in Queen; the one at {@code lsn}
  * is in whole when {@code complete}, else its first {@code count} changes are (a big transaction in pieces).
  * {@code flush} is the LSN the source may confirm to PostgreSQL (the end of the last whole transaction, or the
  * WAL end of an idle advance): it is never below the slot's {@code confirmed_flush_lsn} (R4, R5).

@@ -4,7 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.util.List;
 
 /**
- * The seam between the stream and the chunked snapshot (DBLog watermarks, cdc.md §2.6). The stream calls it
+ * The seam between the stream and the chunked snapshot (DBLog watermarks). The stream calls it
  * on the thread that builds Queen transactions, in commit order; the snapshot reads its chunks on a thread
  * of its own and writes its watermarks with {@code pg_logical_emit_message(false, PREFIX, <id>, true)}.
  */

@@ -18,7 +18,7 @@ import org.postgresql.PGProperty;
 import org.postgresql.ds.common.BaseDataSource;
 
 /**
- * The source's two kinds of connection (cdc.md §2.1): a normal one for metadata, slot health and reading rows
+ * The source's two kinds of connection: a normal one for metadata, slot health and reading rows
  * back, and a replication one ({@code replication=database}, simple query mode) for the stream. Both to the
  * document's {@code connection}, or to Queen's own database, whose URL and credentials are read from Queen's
  * DataSource when it is a HikariCP pool or a pgjdbc DataSource; any other DataSource needs a {@code connection}

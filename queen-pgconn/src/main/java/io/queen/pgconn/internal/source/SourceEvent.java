@@ -6,7 +6,7 @@ import java.util.Objects;
 /**
  * One change event on its way into Queen: the queue of its table, the partition named after its key (or
  * {@code partitionBy}), the message id used as the push's transactionId (so a resend is a duplicate, never a
- * second message), the event's op and unchanged TOASTed columns, and the seed's event object as JSON text.
+ * second message), the event's op and unchanged TOASTed columns, and the change event object as JSON text.
  */
 public record SourceEvent(String queue, String partition, String transactionId, char op, List<String> unchanged,
     String json) {

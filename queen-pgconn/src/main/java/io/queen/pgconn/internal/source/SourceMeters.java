@@ -4,7 +4,7 @@ import java.util.function.DoubleSupplier;
 import java.util.function.LongSupplier;
 
 /**
- * The source's meters (the seed's names, tag {@code connector}): a no-op without a {@code MeterRegistry},
+ * The source's meters (names as in the module README, tag {@code connector}): a no-op without a {@code MeterRegistry},
  * Micrometer otherwise ({@link MicrometerSourceMeters}, the only class of this package that touches Micrometer,
  * an optional dependency).
  */

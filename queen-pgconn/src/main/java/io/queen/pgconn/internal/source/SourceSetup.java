@@ -14,7 +14,7 @@ import java.util.List;
  * The source's setup on the normal connection, in the order that keeps mistakes harmless: the checks first
  * (server version, wal_level, REPLICATION, each table's existence, SELECT, key and partitionBy columns), then the
  * publication (created or checked: whole tables only, a partitioned table's changes under its own name), then the
- * slot (cdc.md §2.1). A table without a key is refused before the publication is touched: once published,
+ * slot. A table without a key is refused before the publication is touched: once published,
  * PostgreSQL would refuse the application's own updates and deletes on it. Identifiers are validated by the
  * document and always double-quoted here.
  */

@@ -38,7 +38,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The running stream of one owned source (cdc.md §2.2–2.4, rules R1–R6). Threading: the I/O thread owns the
+ * The running stream of one owned source. Threading: the I/O thread owns the
  * {@link PGReplicationStream} (reads, status updates, confirmations) and never waits for Queen; the committer
  * thread turns decoded transactions into events and builds each source transaction (or several small ones
  * together, or a big one in pieces) into one Queen transaction, its payloads encoded; the pusher thread commits
@@ -295,7 +295,7 @@ final class Stream {
    * Polls the slot until this stream's walsender no longer holds it: closing the replication connection ends the
    * walsender, but its process lets go of the slot a moment later. Gives up after {@link #WALSENDER_GONE_MS} (a
    * connection that vanished without a goodbye keeps its walsender until {@code wal_sender_timeout}) or when the normal
-   * connection fails; the next start then waits for the slot as before.
+   * connection fails; the next start then waits for the slot itself.
    */
   private void awaitWalsenderGone() {
     if (walsenderPid == 0) {
@@ -662,7 +662,7 @@ final class Stream {
 
   /**
    * A key change's new row with its unchanged TOASTed values read back from the table (they are not in the WAL).
-   * The value read can be newer than the change; the next event corrects it (the seed says so).
+   * The value read can be newer than the change; the next event corrects it.
    */
   private PgMessage.Tuple readBack(PgMessage.Relation rel, SourceSpec.Table table, PgMessage.Tuple after, long xid)
       throws SQLException {

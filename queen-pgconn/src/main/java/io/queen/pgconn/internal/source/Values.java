@@ -9,7 +9,7 @@ import java.util.Map;
 import java.util.Properties;
 
 /**
- * PostgreSQL's text output of a value to the JSON of a change event (the seed's "The change events"), the same
+ * PostgreSQL's text output of a value to the JSON of a change event, the same
  * for the stream (pgoutput text) and the snapshot ({@code getString} on a text-format result), provided both
  * sessions run with {@link #SETTINGS}:
  *

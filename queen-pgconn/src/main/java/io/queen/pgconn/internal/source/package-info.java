@@ -3,7 +3,7 @@
  * (pgoutput), one partition per row key, in commit order, exactly once.
  *
  * <p>Rooms: {@code PgOutputDecoder} (bytes to {@link io.queen.pgconn.internal.source.PgMessage}),
- * {@code Values} and {@code ChangeEvents} (PostgreSQL text to the seed's JSON events, partitions and message
+ * {@code Values} and {@code ChangeEvents} (PostgreSQL text to the JSON change events, partitions and message
  * ids, the same for the snapshot and the stream), the setup checks, the owner (a KV lease), the stream with
  * its pointer, and the chunked snapshot with watermarks. See the module README for the exactly-once argument.
  * Unsupported, and may change in any release. It may import {@link io.queen.pgconn.internal.spec}, queen-api and

@@ -7,7 +7,7 @@ import java.util.List;
  * slot is always {@code queen_<name>} ({@code -} as {@code _}); the publication defaults to the same name.
  *
  * @param snapshot {@code initial} (copy the tables first) or {@code never}
- * @param truncates always false: truncates are skipped (and counted); the seed's reason is that they cannot be
+ * @param truncates always false: truncates are skipped (and counted), because they cannot be
  *     ordered against rows spread over many partitions
  */
 public record SourceSpec(String name, boolean enabled, SinkSpec.Connection connection, List<Table> tables,
@@ -29,7 +29,7 @@ public record SourceSpec(String name, boolean enabled, SinkSpec.Connection conne
       partitionBy = List.copyOf(partitionBy);
     }
 
-    /** {@code schema.table} as the seed prints it in events. */
+    /** {@code schema.table} as change events print it. */
     public String qualifiedName() {
       return schema + "." + table;
     }

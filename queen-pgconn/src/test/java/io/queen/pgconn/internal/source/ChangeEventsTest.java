@@ -25,7 +25,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** The seed's events, byte for byte, from real pgoutput bytes and from a snapshot SELECT. */
+/** The documented change events, byte for byte, from real pgoutput bytes and from a snapshot SELECT. */
 @QueenPostgres
 @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
 @RequiresLogicalReplication

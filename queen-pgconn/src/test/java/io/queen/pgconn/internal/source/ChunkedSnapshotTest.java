@@ -504,7 +504,7 @@ class ChunkedSnapshotTest {
         .hasMessage("the source's snapshot was copying table #1 (public.first_t) and the document now lists 2 table(s)"
             + " with another one in that place");
     // a table added at the end while the copy runs is copied when the copy gets there; once the copy is done, a
-    // table added anywhere is not copied (the seed: streamed from then on; resync to copy it)
+    // table added anywhere is not copied (streamed from then on; a resync copies it)
     ChunkedSnapshot longer = new ChunkedSnapshot(List.of(first, empty, second, table("later_t")), 10, db::connection,
         Values::apply, new SnapshotDriver.TestEvents(), n -> {}, r -> new Thread(r, "queen-test-snapshot"));
     toClose.add(longer);

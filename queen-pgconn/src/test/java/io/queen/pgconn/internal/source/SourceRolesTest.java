@@ -195,7 +195,7 @@ class SourceRolesTest {
 
   /**
    * A server out of connections (53300, as out of disk 53100: class 53) passes: the source shows connect_failed and
-   * goes on by itself, each change once, never setup_failed ("refused in a way that does not pass") as before.
+   * goes on by itself, each change once, never setup_failed ("refused in a way that does not pass").
    */
   @Test
   @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")

@@ -265,7 +265,7 @@ class ValuesTest {
     assertThat(Values.text(t, 1184, "2026-10-03 06:14:39+0")).isEqualTo("\"2026-10-03 06:14:39+0\"");
   }
 
-  /** Strings are escaped exactly as Jackson escapes them, so an event reads the same as before the writer. */
+  /** Strings are escaped exactly as Jackson escapes them, so an event reads as Jackson would write it. */
   @Test
   void stringsAreEscapedAsJacksonEscapesThem() throws Exception {
     ObjectMapper jackson = new ObjectMapper();
