@@ -37,44 +37,12 @@ class KvVersionsRolloutTest {
   }
 
   @Test
-  void aRoleGrantedTheTablesBeforeTheUpgradeKeepsWritingKv(TestDatabase db) throws Exception {
-    // the schema at V41, as a database upgraded from it is: the owner migrated it, the application's role was granted
-    // what existed, and V42 has not run
-    try (Queen owner = EmbeddedQueen.builder().dataSource(db.dataSource()).schema(SCHEMA).listen(false).start()) {
-      owner.kv().put("ns", "warm", Map.of("v", 1), Kv.forever());
-    }
-    exec(db, "delete from " + SCHEMA + ".schema_version where version = 42",
-        "drop role if exists " + ROLE, "create role " + ROLE + " login password 'kvr'",
-        "grant usage on schema " + SCHEMA + " to " + ROLE,
-        "grant all on all tables in schema " + SCHEMA + " to " + ROLE,
-        "grant execute on all functions in schema " + SCHEMA + " to " + ROLE);
-    exec(db, "revoke all on sequence " + SCHEMA + ".kv_versions from " + ROLE);
-    HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(db.jdbcUrl());
-    config.setUsername(ROLE);
-    config.setPassword("kvr");
-    config.setMaximumPoolSize(4);
-    try (HikariDataSource appPool = new HikariDataSource(config)) {
-      // the owner's node of this version migrates (V42): the role is granted the sequence in the same step
-      try (Queen owner = EmbeddedQueen.builder().dataSource(db.dataSource()).schema(SCHEMA).listen(false).start()) {
-        assertThat(owner.kv().get("ns", "warm").found()).isTrue();
-      }
-      try (Queen app = EmbeddedQueen.builder().dataSource(appPool).schema(SCHEMA).listen(false).start()) {
-        assertThat(app.kv().put("ns", "k", Map.of("v", 2), Kv.forever()).applied()).isTrue();
-        assertThat(app.kv().incr("ns", "n", 1, Kv.forever()).applied()).isTrue();
-      }
-    } finally {
-      exec(db, "drop owned by " + ROLE, "drop role " + ROLE);
-    }
-  }
-
-  @Test
   void aNodeOnASchemaANewerVersionMigratedSaysSo(TestDatabase db) throws Exception {
     String schema = "kv_rollout_newer";
     try (Queen first = EmbeddedQueen.builder().dataSource(db.dataSource()).schema(schema).listen(false).start()) {
       first.queue("q").push(Map.of("i", 1));
     }
-    exec(db, "insert into " + schema + ".schema_version (version, name) values (999, 'V999__from_the_future.sql')");
+    exec(db, "insert into " + schema + ".schema_version (module, version, name) values ('queen', 999, 'V999__from_the_future.sql')");
     try (LogCapture logs = LogCapture.start();
         Queen behind = EmbeddedQueen.builder().dataSource(db.dataSource()).schema(schema).listen(false).start()) {
       assertThat(logs.linesWith("WARN", "schema " + schema + " is at V999, newer than this node's", "upgrade this one"))
