@@ -162,8 +162,8 @@ public final class DeadLettersImpl implements DeadLetters {
       }
       // the group's cursor rows of these partitions first, in key order (the order an ack takes them in, and the ack
       // then touches redeliveries too): an ack or pop clearing a flag at this moment holds its row, so the redrive
-      // waits for it and sets the flag after it; one that comes later sees the redelivery (V30 looks again after
-      // waiting). Skipping rows whose flag looked set, as before, let such a drain clear it over the redelivery.
+      // waits for it and sets the flag after it; one that comes later sees the redelivery (ack looks again after
+      // waiting). Skipping rows whose flag looked set would let such a drain clear it over the redelivery.
       try (PreparedStatement st = c.prepareStatement("select 1 from " + s + ".cursors where partition_id = any(?::bigint[])"
           + " and group_name = ? order by partition_id, group_name for update")) {
         st.setArray(1, c.createArrayOf("bigint", pids.toArray()));

@@ -16,8 +16,8 @@ import java.util.Objects;
  * attempt and never dead-letter anything; the connector counts its own attempts with {@code AckStatus.FAILED}
  * acks of the head (durable, shared by all nodes: the head waits the queue's {@code retryDelay} and comes
  * back alone with {@link io.queen.Message#attempt()} one higher), which for such a group never dead-letter by
- * the queue's {@code retryLimit} (V18), and dead-letters with {@code AckStatus.DEAD_LETTER} at its own limit.
- * The flag is stored on the group (V14) before the loop's first pop, and stays there.
+ * the queue's {@code retryLimit}, and dead-letters with {@code AckStatus.DEAD_LETTER} at its own limit.
+ * The flag is stored on the group ({@code consumer_groups.expiry_counts}) before the loop's first pop, and stays there.
  */
 public record ConsumeSpec(String queue, String group, SubscriptionMode mode, Instant from, int batch, int workers,
     Duration leaseTime, String threadRole, boolean expiryCounts) {

@@ -207,7 +207,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
     return consumeOwned(handler, role, true);
   }
 
-  /** As above; {@code expiryCounts} false: the group's expired leases are released without an attempt (V14). */
+  /** As above; {@code expiryCounts} false: the group's expired leases are released without an attempt. */
   public Subscription consumeOwned(io.queen.embedded.spi.OwnedBatchHandler handler, String role, boolean expiryCounts) {
     Objects.requireNonNull(handler, "handler must not be null");
     this.ownedExpiryCounts = expiryCounts;

@@ -123,7 +123,7 @@ public final class SubscriptionImpl implements Subscription {
   private volatile ScheduledFuture<?> renewal;
   /** The lease time of this subscription's pops; set when its threads start. */
   private volatile Duration lease = Duration.ofSeconds(30);
-  /** False for a group whose expired leases are released without an attempt (V14); set before {@link #start}. */
+  /** False for a group whose expired leases are released without an attempt; set before {@link #start}. */
   private volatile boolean expiryCounts = true;
   /** Whether the group's flag is in place (only asked for when {@code expiryCounts} is false). */
   private volatile boolean expiryMarked;
@@ -387,7 +387,7 @@ public final class SubscriptionImpl implements Subscription {
     nudge();
   }
 
-  /** For a group whose consumer counts attempts itself: its expired leases count none (V14). Before start. */
+  /** For a group whose consumer counts attempts itself: its expired leases count none. Before start. */
   void expiryNotCounted() {
     expiryCounts = false;
   }

@@ -46,7 +46,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The log operations (push, pop, ack, renew, release) as calls of the SQL functions in
- * {@code V1__core.sql}. Methods taking a {@link Connection} run inside the caller's transaction (the
+ * {@code sql/functions/}. Methods taking a {@link Connection} run inside the caller's transaction (the
  * transaction bundle uses them); the others own their transaction.
  */
 public final class Broker {
@@ -68,7 +68,7 @@ public final class Broker {
   private final String popSql;
   /**
    * Where this node's last pop of each queue and group stopped (its last partition id): the next pop starts after
-   * it and wraps around, so every ready partition gets its turn (V27).
+   * it and wraps around, so every ready partition gets its turn.
    */
   private final ConcurrentHashMap<String, Long> popPositions = new ConcurrentHashMap<>();
   private final String ackSql;
@@ -86,7 +86,7 @@ public final class Broker {
       new java.util.concurrent.ConcurrentHashMap<>();
   /** How long this node trusts its view of a queue's encryption option; push and push_fast check it anyway. */
   private static final long ENCRYPTION_VIEW_NANOS = 5_000_000_000L;
-  /** SQLState raised by {@code push} and {@code push_fast} for a plain payload to an encrypted queue (V17). */
+  /** SQLState raised by {@code push} and {@code push_fast} for a plain payload to an encrypted queue. */
   static final String PLAIN_TO_ENCRYPTED = "QU002";
 
   private record EncryptionView(boolean on, long until) {}
@@ -131,13 +131,13 @@ public final class Broker {
     this.pushPartitionSql = "select partition_id, first_offset from " + this.schema
         + ".push_partition(?, ?, ?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int4[], ?::text[],"
         + " ?::uuid[], ?::int4[])";
-    // pop returns the type, version and key id (V17) with the rows since V21
+    // pop returns each message's payload type, version and key id with its row
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
         + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[])";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
-    // V46: the consume loop's acks leave a busy partition's has_pending flag set (it pops the partitions pushes name)
+    // the consume loop's acks leave a busy partition's has_pending flag set (it pops the partitions pushes name)
     this.ackKeepingBusySql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[], true)";
     this.renewSql = "select partition_id from " + this.schema + ".renew(?::bigint[], ?::text[], ?::text[]::uuid[])";
@@ -546,7 +546,7 @@ public final class Broker {
       return pushPartition(c, p);
     }
     // a partition with two or more items, which are one run of ids ranked as here, gets one receipt and its items
-    // no transaction-id index entry (V32); a single item keeps its entry. (A receipt for it too made a push of 128
+    // no transaction-id index entry (push receipts); a single item keeps its entry. (A receipt for it too made a push of 128
     // items over 128 partitions about 0.5 ms faster, but a receipt is kept a day, and an index entry only as long as
     // its message: a queue of spread single items would hold a day of receipt rows, one per message. See
     // BENCHMARKS.md, "The end-to-end producer".)
@@ -609,13 +609,13 @@ public final class Broker {
   }
 
   /**
-   * {@link #pushFast} for a batch into one partition, through {@code push_partition} (V28): one update finds the
+   * {@link #pushFast} for a batch into one partition, through {@code push_partition}: one update finds the
    * partition, locks it and moves its {@code next_offset}, the items go in at the returned first offset + their
    * position. Returns {@code null}, having changed nothing, when the batch needs the full push.
    */
   private List<PushResult> pushPartition(Connection c, Prepared p) throws SQLException {
     // runs of two or more items whose ids are one run, in rank order (one call's items; a combined push holds several
-    // calls): one receipt each, and their items no transaction-id index entry (V32)
+    // calls): one receipt each, and their items no transaction-id index entry
     int n = p.queues.length;
     String[] txn = p.txnIds;
     List<UUID> anchors = null;
@@ -699,7 +699,7 @@ public final class Broker {
     return new UUID(msb, lsb);
   }
 
-  /** A popped message's transaction id: one stored under a receipt (V32) has none in its row, and is its id. */
+  /** A popped message's transaction id: one stored under a receipt has none in its row, and is its id. */
   private static String transactionId(String stored, UUID id) {
     return stored != null ? stored : id.toString();
   }
@@ -793,7 +793,7 @@ public final class Broker {
 
   /**
    * The message ids of one push: the items of one partition are one run ({@link #timeOrderedUuid} + their rank), so
-   * that one receipt row can stand for all of them (V32).
+   * that one receipt row can stand for all of them.
    */
   private static final class Runs {
     private String lastQueue;
@@ -920,7 +920,7 @@ public final class Broker {
    * The de-duplicating push. {@code afterUnknown}: a try of this call may have committed, so the generated ids are
    * looked up too; a caller's transaction id that has the form of a generated id (the items of a
    * {@link PushOutcomeUnknownException}) is looked up in any case. Such an id may have been stored without an
-   * index entry, under a receipt (V32): the look-up passes its run's first id and its rank.
+   * index entry, under a receipt: the look-up passes its run's first id and its rank.
    */
   private List<PushResult> push(Connection c, Prepared p, boolean notify, boolean afterUnknown) throws SQLException {
     int n = p.queues.length;
@@ -1409,7 +1409,7 @@ public final class Broker {
    */
   public int releaseOwned(long timeoutMillis, java.util.UUID incarnation) {
     return Sql.autoCommit(ds, "release on close", c -> {
-      // the rows are locked in key order first, as every statement that locks several cursor rows does (V29)
+      // the rows are locked in key order first, as every statement that locks several cursor rows does
       try (PreparedStatement st = c.prepareStatement("with mine as (select partition_id, group_name from " + schema
           + ".cursors where lease_owner = ? and lease_id is not null"
           + " and exists (select 1 from " + schema + ".nodes n where n.node_id = ? and n.incarnation = ?)"
@@ -1427,7 +1427,7 @@ public final class Broker {
   }
 
   /**
-   * Sets whether an expired lease counts as an attempt for the group (V14), creating the group the way its
+   * Sets whether an expired lease counts as an attempt for the group ({@code group_expiry}), creating the group the way its
    * first pop would; false when the queue does not exist yet (nothing is created then).
    */
   public boolean groupExpiry(PopRequest r, boolean counts) {

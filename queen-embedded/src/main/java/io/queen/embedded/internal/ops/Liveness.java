@@ -17,7 +17,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The node's row in {@code <schema>.nodes} (V11__node_liveness.sql): registration at start (static
+ * The node's row in {@code <schema>.nodes}: registration at start (static
  * membership), the heartbeat, and the row's removal on close.
  *
  * <ul>
@@ -146,7 +146,7 @@ public final class Liveness {
         int expired;
         try (PreparedStatement ex = c.prepareStatement("with mine as (select partition_id, group_name from " + s
             + ".cursors where lease_owner = ? and lease_id is not null and lease_expires_at > now()"
-            + " order by partition_id, group_name for update)" // key order, as every multi-row lock (V29)
+            + " order by partition_id, group_name for update)" // key order, as every multi-row lock
             + " update " + s + ".cursors cu set lease_expires_at = now() from mine m"
             + " where cu.partition_id = m.partition_id and cu.group_name = m.group_name")) {
           ex.setString(1, node);

@@ -23,7 +23,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A pass walks the partitions of those queues in keyset pages of {@link #PAGE} (one short read each: the
  * partition row and its first message), and for each partition whose first message is old enough calls
- * {@code retention_step} (V15) in auto-commit until it removes less than a batch: one partition, at most
+ * {@code retention_step} in auto-commit until it removes less than a batch: one partition, at most
  * {@link #BATCH} messages, one short transaction each. Partitions of queues without {@code allowDropPastCommitted}
  * go first in chunks of {@link #CHUNK_PARTITIONS}, one transaction running a step of {@link #CHUNK_BATCH} on each,
  * so a queue of many partitions with a few old messages each costs a commit per chunk, not per partition. The step takes the retention advisory lock itself, so one
@@ -38,7 +38,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The walk also notes the partitions that hold no message and have had no push for the node's
  * {@code removeEmptyPartitionsAfter}; after a pass that ran, {@link #removeEmpty} removes them with their cursors
- * (V44 checks each again under its row lock), {@link #REMOVE_CHUNK} per transaction.
+ * ({@code remove_empty_partitions} checks each again under its row lock), {@link #REMOVE_CHUNK} per transaction.
  *
  * <p>At the end of a pass the queue's retention state (oldest kept message, the group holding it) is written to
  * {@code retention_state}, read by {@code status()} and the gauges. Losses under {@code allowDropPastCommitted}
@@ -337,7 +337,7 @@ public final class RetentionJanitor {
 
   /**
    * Removes the empty partitions the walk found idle, {@link #REMOVE_CHUNK} per transaction, resting after each chunk
-   * as after a step. {@code remove_empty_partitions} (V44) checks each one again under its row lock and leaves one a
+   * as after a step. {@code remove_empty_partitions} checks each one again under its row lock and leaves one a
    * push holds or touched since, or one with a lease, a redelivery, a dead letter or a recorded loss.
    */
   private void removeEmpty(Pass pass) {

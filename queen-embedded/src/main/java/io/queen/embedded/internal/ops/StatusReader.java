@@ -37,7 +37,7 @@ public final class StatusReader {
     this.ds = ds;
     this.s = quotedSchema;
     // Only the cursors flagged has_pending can be behind (push sets the flag on every cursor of its partition
-    // that has it false; it is cleared only when the cursor is at the end, and since V46 only once the partition has
+    // that has it false; it is cleared only when the cursor is at the end, and only once the partition has
     // had no push for 100 ms), so this reads the cursors_ready index and costs in proportion to the partitions that
     // hold work for the group or were pushed to a moment ago, not to all partitions. Each such
     // cursor looks its partition and its next message up in lateral subqueries that cannot be flattened: a join the

@@ -558,7 +558,7 @@ public final class TransactionImpl implements Transaction {
       run.failure = new CommitResult(false, CommitResult.Reason.KV_PRECONDITION, b.writes().size() - 1, r.value(),
           r.version(), List.of(), List.of(), List.of(r), List.of());
     } else if ("lease".equals(b.fail()) || "done".equals(b.fail())) {
-      // "done": an ack found its message acknowledged before the bundle (V43); the writes were undone with it
+      // "done": an ack found its message acknowledged before the bundle; the writes were undone with it
       AckOutcome why = "lease".equals(b.fail()) ? AckOutcome.LEASE_LOST : AckOutcome.ALREADY_ACKED;
       int failed = -1;
       for (int k = 0; k < b.acks().size() && failed < 0; k++) {
@@ -673,7 +673,7 @@ public final class TransactionImpl implements Transaction {
         }
         for (int k = 0; k < results.size() && run.failure == null; k++) {
           // acknowledged before this bundle by another consumer that took the partition over: its pushes and writes
-          // would repeat that consumer's effects (V43 states the rule; bundle_kv_ack_fenced applies the same)
+          // would repeat that consumer's effects (bundle_kv_ack_fenced applies the same rule)
           boolean first = ackedHere.add(ackKey(all.get(k)));
           if (effects && first && results.get(k).outcome() == AckOutcome.ALREADY_ACKED
               && finishedByAnother(c, all, results, k)) {

@@ -1,4 +1,14 @@
-create or replace function ${schema}.ack(p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[], p_statuses text[], p_errors text[], p_keep_busy boolean)
+-- Acknowledges messages: per item COMPLETED, FAILED or DEAD_LETTER under the lease pop handed out, answered per
+-- item with ACKED, ALREADY_ACKED, LEASE_LOST, RETRY_SCHEDULED, REDELIVER or DEAD_LETTERED. Fenced by the lease: an
+-- ack whose lease expired or was taken over changes nothing. Completing the whole leased range moves the cursor and
+-- releases the lease (the common case, one statement for every such lease); a prefix moves the cursor over the
+-- prefix; a failed head counts an attempt and waits retryDelay, and past retryLimit goes to the dead letters. A group
+-- whose consumer counts its own attempts (consumer_groups.expiry_counts false) dead-letters only on DEAD_LETTER.
+-- Cursor rows are locked in key order. With p_keep_busy (the consume loop's acks) a busy partition keeps its
+-- has_pending flag (see the comment in the body). The six-argument form is the same without p_keep_busy.
+
+create or replace function ${schema}.ack(p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[],
+                                         p_statuses text[], p_errors text[], p_keep_busy boolean)
 returns table(idx integer, outcome text)
 language plpgsql
 set enable_seqscan = off
@@ -68,7 +78,7 @@ begin
   -- the partitions these settlements drain (the cursor reaches the newest message as last read), SHARE-locked with
   -- SKIP LOCKED in id order: one a push holds is skipped and its cursor keeps the flag; a row a push changed after
   -- this statement's snapshot is checked again on its newest version, fails, and its cursor keeps the flag too.
-  -- (V46) With p_keep_busy (the consume loop's acks: the loop pops the partitions pushes name, so a flag left set
+  -- With p_keep_busy (the consume loop's acks: the loop pops the partitions pushes name, so a flag left set
   -- costs it nothing but its scans' passing, twice a second), a partition pushed to within the last 100 ms is busy:
   -- it is neither locked nor drained, its cursor keeps the flag, and the next push into it writes nothing to the
   -- cursor (a pop clears the flag once it is quiet). A consumer's own acks clear the flag as before: its own pops
@@ -302,7 +312,8 @@ begin
   return query select g.i::int, v_out[g.i] from generate_subscripts(v_out, 1) as g(i) order by g.i;
 end $$;
 
-create or replace function ${schema}.ack(p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[], p_statuses text[], p_errors text[])
+create or replace function ${schema}.ack(p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[],
+                                         p_statuses text[], p_errors text[])
 returns table(idx integer, outcome text)
 language sql
 set jit = off

@@ -1,5 +1,16 @@
-create or replace function ${schema}.bundle_kv_ack(p_ops text[], p_ns text[], p_keys text[], p_values text[], p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[], p_expect bigint[], p_max bigint[], p_required boolean[], p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[], p_statuses text[], p_errors text[])
-returns table(kind text, op_index integer, w_applied boolean, w_reason text, w_found boolean, w_value text, w_version bigint, w_expires_at timestamp with time zone, ack_outcome text, fail text)
+-- The idempotency shape of a bundle, KV writes then acks, in one call: the writes and acks are exactly kv_write_many
+-- and ack; when a required write does not apply, or an ack finds its lease lost, the block's work is undone (a
+-- subtransaction) and the results tell which: kind 'kv' rows carry the writes' results (ending at the failing one),
+-- kind 'ack' rows the acks' outcomes (absent when a write failed first), and 'fail' is 'kv' or 'lease' on every row
+-- when the bundle did not apply. The node calls bundle_kv_ack_fenced; this one is kept for nodes of an earlier build.
+
+create or replace function ${schema}.bundle_kv_ack(p_ops text[], p_ns text[], p_keys text[], p_values text[],
+                                                   p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[],
+                                                   p_expect bigint[], p_max bigint[], p_required boolean[],
+                                                   p_pids bigint[], p_groups text[], p_offsets bigint[],
+                                                   p_leases uuid[], p_statuses text[], p_errors text[])
+returns table(kind text, op_index integer, w_applied boolean, w_reason text, w_found boolean, w_value text,
+              w_version bigint, w_expires_at timestamp with time zone, ack_outcome text, fail text)
 language plpgsql
 set enable_seqscan = off
 set jit = off

@@ -1,5 +1,15 @@
-create or replace function ${schema}.bundle_kv_ack_fenced(p_ops text[], p_ns text[], p_keys text[], p_values text[], p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[], p_expect bigint[], p_max bigint[], p_required boolean[], p_pids bigint[], p_groups text[], p_offsets bigint[], p_leases uuid[], p_statuses text[], p_errors text[])
-returns table(kind text, op_index integer, w_applied boolean, w_reason text, w_found boolean, w_value text, w_version bigint, w_expires_at timestamp with time zone, ack_outcome text, fail text)
+-- bundle_kv_ack, fenced for finished messages too: a bundle that acks a message another consumer finished after
+-- taking the partition over (ALREADY_ACKED under a lease that no longer holds the partition) applies nothing, so a
+-- consumer that stalled past its lease cannot commit its effects a second time. An ALREADY_ACKED under the caller's
+-- own live lease, or one the same call released by completing the leased range, still succeeds.
+
+create or replace function ${schema}.bundle_kv_ack_fenced(p_ops text[], p_ns text[], p_keys text[], p_values text[],
+                                                          p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[],
+                                                          p_expect bigint[], p_max bigint[], p_required boolean[],
+                                                          p_pids bigint[], p_groups text[], p_offsets bigint[],
+                                                          p_leases uuid[], p_statuses text[], p_errors text[])
+returns table(kind text, op_index integer, w_applied boolean, w_reason text, w_found boolean, w_value text,
+              w_version bigint, w_expires_at timestamp with time zone, ack_outcome text, fail text)
 language plpgsql
 set enable_seqscan = off
 set jit = off

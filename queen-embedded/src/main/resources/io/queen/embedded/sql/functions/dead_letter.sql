@@ -1,4 +1,10 @@
-create or replace function ${schema}.dead_letter(p_qid bigint, p_keep boolean, p_pid bigint, p_offset bigint, p_group text, p_error text, p_attempts integer)
+-- Records a dead letter (when the queue keeps them) and tells the client that caused it with a notice
+-- (queen:dead_letter), so the node can log it for operators. It runs inside pop (a lease expired once too often) and
+-- ack (a failure past retryLimit); client_min_messages is set on the function so that a DataSource configured to hide
+-- notices still lets this one through.
+
+create or replace function ${schema}.dead_letter(p_qid bigint, p_keep boolean, p_pid bigint, p_offset bigint,
+                                                 p_group text, p_error text, p_attempts integer)
 returns void
 language plpgsql
 set client_min_messages = notice

@@ -1,4 +1,10 @@
-create or replace function ${schema}.ensure_group(p_qid bigint, p_group text, p_mode text, p_from timestamp with time zone)
+-- Creates a consumer group and its cursors. Locks the queue row FOR UPDATE: a push that creates a partition holds a
+-- KEY SHARE lock on it (partitions_queue_exists), so partitions created concurrently are either seen here or see the
+-- group when they create their cursors. Partitions are SHARE-locked so that pushes in flight commit before the start
+-- offsets are read.
+
+create or replace function ${schema}.ensure_group(p_qid bigint, p_group text, p_mode text,
+                                                  p_from timestamp with time zone)
 returns void
 language plpgsql
 set jit = off

@@ -1,3 +1,5 @@
+-- The id of a queue, created when missing.
+
 create or replace function ${schema}.ensure_queue(p_name text)
 returns bigint
 language plpgsql

@@ -1,4 +1,9 @@
-create or replace function ${schema}.group_expiry(p_queue text, p_group text, p_mode text, p_from timestamp with time zone, p_counts boolean)
+-- Creates a group (when missing) for a consume loop and stores whether an expired lease counts as an attempt for it
+-- (p_counts: the SPI's ConsumeSpec.expiryCounts; false for a consumer that counts attempts itself, a Postgres sink).
+-- Returns false when the queue does not exist: like pop, reading a queue creates nothing.
+
+create or replace function ${schema}.group_expiry(p_queue text, p_group text, p_mode text,
+                                                  p_from timestamp with time zone, p_counts boolean)
 returns boolean
 language plpgsql
 set jit = off

@@ -1,4 +1,7 @@
-create or replace function ${schema}.kv_delete(p_ns text, p_key text, p_expect bigint DEFAULT NULL::bigint)
+-- delete: removes a live key ('absent' when there is none); with p_expect, only if its version is p_expect ('version'
+-- otherwise). Applied: found = false afterwards.
+
+create or replace function ${schema}.kv_delete(p_ns text, p_key text, p_expect bigint default null::bigint)
 returns ${schema}.kv_result
 language plpgsql
 set enable_seqscan = off

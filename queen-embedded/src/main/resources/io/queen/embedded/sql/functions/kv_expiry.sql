@@ -1,3 +1,5 @@
+-- The expiry of a KV write: exactly one of a ttl above zero (milliseconds) or forever.
+
 create or replace function ${schema}.kv_expiry(p_ttl_ms bigint, p_forever boolean)
 returns timestamp with time zone
 language plpgsql

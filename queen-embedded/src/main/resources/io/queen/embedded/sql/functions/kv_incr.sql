@@ -1,4 +1,8 @@
-create or replace function ${schema}.kv_incr(p_ns text, p_key text, p_delta bigint, p_ttl_ms bigint, p_forever boolean, p_max bigint DEFAULT NULL::bigint)
+-- incr: adds p_delta to a live key's integer value, or creates it at p_delta with the TTL (a TTL applies on creation
+-- only). 'type' when the value is not an integer, 'limit' past p_max. A new version from kv_versions.
+
+create or replace function ${schema}.kv_incr(p_ns text, p_key text, p_delta bigint, p_ttl_ms bigint,
+                                             p_forever boolean, p_max bigint default null::bigint)
 returns ${schema}.kv_result
 language plpgsql
 set enable_seqscan = off

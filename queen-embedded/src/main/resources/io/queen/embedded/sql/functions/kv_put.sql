@@ -1,4 +1,9 @@
-create or replace function ${schema}.kv_put(p_ns text, p_key text, p_value text, p_ttl_ms bigint, p_forever boolean, p_expect bigint DEFAULT NULL::bigint)
+-- put: writes a key; with p_expect (0 = absent), only if its version is that ('version' or 'exists' otherwise).
+-- Versions come from the sequence kv_versions, so a key deleted and written again never repeats a version a client
+-- may hold.
+
+create or replace function ${schema}.kv_put(p_ns text, p_key text, p_value text, p_ttl_ms bigint, p_forever boolean,
+                                            p_expect bigint default null::bigint)
 returns ${schema}.kv_result
 language plpgsql
 set enable_seqscan = off

@@ -1,4 +1,8 @@
-create or replace function ${schema}.kv_put_if_absent(p_ns text, p_key text, p_value text, p_ttl_ms bigint, p_forever boolean)
+-- putIfAbsent (once): writes only when no live key exists; 'exists' otherwise. An expired row does not count: the
+-- write wins against it.
+
+create or replace function ${schema}.kv_put_if_absent(p_ns text, p_key text, p_value text, p_ttl_ms bigint,
+                                                      p_forever boolean)
 returns ${schema}.kv_result
 language sql
 set jit = off

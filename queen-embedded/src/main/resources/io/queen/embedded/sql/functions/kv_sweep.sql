@@ -1,3 +1,6 @@
+-- Removes up to p_batch expired rows, skipping rows a writer holds; returns how many it removed. Callers run it in
+-- small transactions, one node at a time (see KvSweeper).
+
 create or replace function ${schema}.kv_sweep(p_batch integer)
 returns integer
 language plpgsql

@@ -1,3 +1,5 @@
+-- The value as jsonb, after checking its size as sent (JSON text, UTF-8): at most 64 KiB.
+
 create or replace function ${schema}.kv_value(p_value text)
 returns jsonb
 language plpgsql

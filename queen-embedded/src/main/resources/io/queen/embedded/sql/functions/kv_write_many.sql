@@ -1,5 +1,12 @@
-create or replace function ${schema}.kv_write_many(p_ops text[], p_ns text[], p_keys text[], p_values text[], p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[], p_expect bigint[], p_max bigint[], p_required boolean[])
-returns table(op_index integer, w_applied boolean, w_reason text, w_found boolean, w_value text, w_version bigint, w_expires_at timestamp with time zone)
+-- The KV writes of a transaction bundle, in order, in one call: each op (PUT, PUT_IF_ABSENT, INCR, DELETE) as the
+-- single-key function does it, one result row per op. The leading run of PUT_IF_ABSENT (a bundle's once() markers)
+-- goes in one insert. Stops at the first write that does not apply when it is required.
+
+create or replace function ${schema}.kv_write_many(p_ops text[], p_ns text[], p_keys text[], p_values text[],
+                                                   p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[],
+                                                   p_expect bigint[], p_max bigint[], p_required boolean[])
+returns table(op_index integer, w_applied boolean, w_reason text, w_found boolean, w_value text, w_version bigint,
+              w_expires_at timestamp with time zone)
 language plpgsql
 set enable_seqscan = off
 set jit = off
@@ -21,7 +28,7 @@ declare
 begin
   v_exp := array_fill(null::timestamptz, array[greatest(n, 1)]);
   for j in 1 .. n loop
-    exit when p_ops[j] <> 'PUT_IF_ABSENT'; -- the leading run only: see V4
+    exit when p_ops[j] <> 'PUT_IF_ABSENT'; -- the leading run only: once() markers come first
     if p_ns[j] is null or octet_length(p_ns[j]) < 1 or octet_length(p_ns[j]) > 128 or p_ns[j] ~ '[^A-Za-z0-9._:-]'
        or p_keys[j] is null or octet_length(p_keys[j]) < 1 or octet_length(p_keys[j]) > 512 then
       perform ${schema}.kv_check(p_ns[j], p_keys[j]);

@@ -1,3 +1,6 @@
+-- Statement trigger after an insert into partitions (the foreign key to queues, checked once per statement instead of
+-- once per row): KEY SHARE-locks the new partitions' queues in id order and raises 23503 when one does not exist.
+
 create or replace function ${schema}.partitions_queue_exists()
 returns trigger
 language plpgsql

@@ -1,5 +1,18 @@
-create or replace function ${schema}.pop(p_queue text, p_group text, p_batch integer, p_max_partitions integer, p_partition text, p_lease_ms bigint, p_owner text, p_mode text, p_from timestamp with time zone, p_auto_ack boolean, p_after bigint, p_hints text[])
-returns table(partition_name text, partition_id bigint, msg_offset bigint, message_id uuid, transaction_id text, trace_id text, payload jsonb, created_at timestamp with time zone, lease_id uuid, attempt integer, payload_type text, payload_version integer, key_id text)
+-- Pops for a group: picks partitions with messages after the group's cursor (or a redelivery) and no live lease for
+-- the group, takes the lease (one holder per partition and group) and returns up to p_batch messages in offset order,
+-- from up to p_max_partitions partitions, with the lease id and each message's attempt. p_partition names one
+-- partition; p_hints (the consume loop) names the partitions it was told of, looked up first. A lease that expired,
+-- or whose node stopped heartbeating, counts one attempt for its head message (unless the group counts attempts
+-- itself), and past retryLimit the head goes to the dead letters. p_auto_ack moves the cursor at once. A queue that
+-- does not exist returns nothing and creates nothing. The eleven-argument form is the same without hints.
+
+create or replace function ${schema}.pop(p_queue text, p_group text, p_batch integer, p_max_partitions integer,
+                                         p_partition text, p_lease_ms bigint, p_owner text, p_mode text,
+                                         p_from timestamp with time zone, p_auto_ack boolean, p_after bigint,
+                                         p_hints text[])
+returns table(partition_name text, partition_id bigint, msg_offset bigint, message_id uuid, transaction_id text,
+              trace_id text, payload jsonb, created_at timestamp with time zone, lease_id uuid, attempt integer,
+              payload_type text, payload_version integer, key_id text)
 language plpgsql
 set enable_seqscan = off
 set plan_cache_mode = force_generic_plan
@@ -45,8 +58,8 @@ begin
   v_qid := q.id;
   perform ${schema}.ensure_group(v_qid, p_group, p_mode, p_from);
   v_lease_ms := coalesce(p_lease_ms, q.lease_time_ms);
-  -- nodes whose heartbeat is older than their session timeout: their leases are free (V11); never the caller's
-  -- own (V40: it is popping, so it is alive, however late its heartbeat)
+  -- nodes whose heartbeat is older than their session timeout: their leases are free; never the caller's
+  -- own (it is popping, so it is alive, however late its heartbeat)
   select array_agg(n.node_id) into v_dead from ${schema}.nodes n
    where n.dead_after <= now() and n.node_id is distinct from p_owner;
 
@@ -70,9 +83,9 @@ begin
          limit p_max_partitions
            for update of cu skip locked;
     elsif p_hints is not null then
-      -- (V46) the partitions the caller was told of (pushes, its own finished units): their ids first, a look-up by
+      -- the partitions the caller was told of (pushes, its own finished units): their ids first, a look-up by
       -- name each, then their cursors by key (in one join, a generic plan drove from the group's cursors and repeated
-      -- every look-up for each of them). (V47) Each look-up newest version first; the cursors through the ctids their
+      -- every look-up for each of them). Each look-up newest version first; the cursors through the ctids their
       -- look-ups found, in the same statement (one snapshot): a cursor changed since is passed over, as a locked one is
       select array_agg(pp.id order by pp.id) into v_hint_ids
         from unnest(p_hints) as h(name)
@@ -102,7 +115,7 @@ begin
                 or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds'
                 or exists (select 1 from ${schema}.redeliveries r
                             where r.partition_id = cu.partition_id and r.group_name = p_group limit 1))
-         -- (V47) in the order the TID scan reads them: an order by the key would invite reading the cursors in key
+         -- in the order the TID scan reads them: an order by the key would invite reading the cursors in key
          -- order instead of through their ctids
          limit p_max_partitions + 64
            for update of cu skip locked;
@@ -158,8 +171,8 @@ begin
       v_attempts := c.attempts;
 
       -- a lease that expired, or whose owner stopped heartbeating, is a failed attempt, unless the group
-      -- says its consumer counts attempts itself (V14: read only here, so a pop that finds no expired
-      -- lease reads nothing more than before)
+      -- says its consumer counts attempts itself (read only here, so a pop that finds no expired
+      -- lease reads nothing more)
       if c.old_lease is not null then
         if v_counts is null then
           select g.expiry_counts into v_counts from ${schema}.consumer_groups g
@@ -167,7 +180,7 @@ begin
           v_counts := coalesce(v_counts, true);
         end if;
       end if;
-      -- (V45) a lease taken and last renewed before the server last started, expired since: its holder could not ack
+      -- a lease taken and last renewed before the server last started, expired since: its holder could not ack
       -- while the database was down, so the expiry says nothing about the message; released without an attempt. The
       -- last contact is the later of the pick and the last renewal (expiry minus lease time); a lease a node's start
       -- freed (its expiry set to now) keeps its pick time, so a crash found after a restart still counts
@@ -252,7 +265,7 @@ begin
       end if;
 
       if v_hi <= v_committed then
-        -- nothing deliverable now: maybe the flag is stale. (V46) It is cleared only once the partition has had no push
+        -- nothing deliverable now: maybe the flag is stale. It is cleared only once the partition has had no push
         -- for 100 ms: a partition that is busy keeps its flag, so its pushes and acks do not flip it (each flip is an
         -- update that changes an indexed column, never HOT)
         if v_committed >= c.next_offset - 1 and coalesce(c.last_push, '-infinity') < now() - interval '100 milliseconds' then
@@ -300,8 +313,13 @@ begin
   end loop;
 end $$;
 
-create or replace function ${schema}.pop(p_queue text, p_group text, p_batch integer, p_max_partitions integer, p_partition text, p_lease_ms bigint, p_owner text, p_mode text, p_from timestamp with time zone, p_auto_ack boolean, p_after bigint DEFAULT NULL::bigint)
-returns table(partition_name text, partition_id bigint, msg_offset bigint, message_id uuid, transaction_id text, trace_id text, payload jsonb, created_at timestamp with time zone, lease_id uuid, attempt integer, payload_type text, payload_version integer, key_id text)
+create or replace function ${schema}.pop(p_queue text, p_group text, p_batch integer, p_max_partitions integer,
+                                         p_partition text, p_lease_ms bigint, p_owner text, p_mode text,
+                                         p_from timestamp with time zone, p_auto_ack boolean,
+                                         p_after bigint default null::bigint)
+returns table(partition_name text, partition_id bigint, msg_offset bigint, message_id uuid, transaction_id text,
+              trace_id text, payload jsonb, created_at timestamp with time zone, lease_id uuid, attempt integer,
+              payload_type text, payload_version integer, key_id text)
 language sql
 set jit = off
 set max_parallel_workers_per_gather = 0

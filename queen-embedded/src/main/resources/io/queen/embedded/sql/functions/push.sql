@@ -1,4 +1,17 @@
-create or replace function ${schema}.push(p_queues text[], p_partitions text[], p_payloads jsonb[], p_txn_ids text[], p_trace_ids text[], p_notify boolean DEFAULT true, p_ids uuid[] DEFAULT NULL::uuid[], p_types text[] DEFAULT NULL::text[], p_versions integer[] DEFAULT NULL::integer[], p_key_ids text[] DEFAULT NULL::text[])
+-- push: one transaction for a batch over any queues and partitions, for batches that create queues or partitions,
+-- carry transaction ids, or go to bounded queues (push_fast and push_partition take the rest). Per item: 'queued'
+-- with its new offset, or 'duplicate' (the same transaction id already in the partition, or earlier in the batch) with
+-- the existing message's id and offset. Partition rows are locked in id order and offsets taken under those locks; a
+-- bounded queue takes its advisory lock first so its size check is exact ('QU001' when full); an encrypted queue
+-- refuses an item without a key id. With p_notify, NOTIFYs once per queue (delivered on commit); Queen's own pushes
+-- pass false and notify from a per-node notifier after the commit. With p_anchors, one push_receipts row per
+-- partition run, so a retried push finds what it stored. The jsonb-payload form is kept for nodes of an earlier build.
+
+create or replace function ${schema}.push(p_queues text[], p_partitions text[], p_payloads jsonb[], p_txn_ids text[],
+                                          p_trace_ids text[], p_notify boolean default true,
+                                          p_ids uuid[] default null::uuid[], p_types text[] default null::text[],
+                                          p_versions integer[] default null::integer[],
+                                          p_key_ids text[] default null::text[])
 returns table(idx integer, status text, message_id uuid, partition_id bigint, msg_offset bigint)
 language plpgsql
 set enable_seqscan = off
@@ -297,7 +310,13 @@ begin
                  from generate_subscripts(v_status, 1) as g(i) order by g.i;
 end $$;
 
-create or replace function ${schema}.push(p_queues text[], p_partitions text[], p_payloads text[], p_txn_ids text[], p_trace_ids text[], p_notify boolean DEFAULT true, p_ids uuid[] DEFAULT NULL::uuid[], p_types text[] DEFAULT NULL::text[], p_versions integer[] DEFAULT NULL::integer[], p_key_ids text[] DEFAULT NULL::text[], p_anchors uuid[] DEFAULT NULL::uuid[], p_ords integer[] DEFAULT NULL::integer[])
+create or replace function ${schema}.push(p_queues text[], p_partitions text[], p_payloads text[], p_txn_ids text[],
+                                          p_trace_ids text[], p_notify boolean default true,
+                                          p_ids uuid[] default null::uuid[], p_types text[] default null::text[],
+                                          p_versions integer[] default null::integer[],
+                                          p_key_ids text[] default null::text[],
+                                          p_anchors uuid[] default null::uuid[],
+                                          p_ords integer[] default null::integer[])
 returns table(idx integer, status text, message_id uuid, partition_id bigint, msg_offset bigint)
 language plpgsql
 set enable_seqscan = off
@@ -360,9 +379,9 @@ begin
       from ${schema}.queues qq where qq.name = p_queues[1];
     if v_qid is not null then
       v_qids := array_fill(v_qid, array[n]);
-      -- (a probe per item: V36 joined the items to one index scan over all the names, and the plan PL/pgSQL
-      -- caches after five calls, estimating ten items, made that a nested loop comparing every item with every
-      -- partition found: 499,500 comparisons, 56 ms, for 1,000 items into existing partitions)
+      -- (a probe per item: one index scan over all the names, joined to the items, becomes in the plan PL/pgSQL
+      -- caches after five calls (estimating ten items) a nested loop comparing every item with every partition
+      -- found: 499,500 comparisons, 56 ms, for 1,000 items into existing partitions)
       select array_agg(pp.id order by x.i), bool_and(pp.id is not null) into v_pids, v_all
         from unnest(p_partitions) with ordinality as x(p, i)
         left join lateral (select pp0.id from ${schema}.partitions pp0
@@ -606,7 +625,7 @@ begin
     end loop;
   end if;
 
-  -- (V44) a partition the janitor removed after the look-up above found it (empty and idle) is missing from the locked
+  -- a partition the janitor removed after the look-up above found it (empty and idle) is missing from the locked
   -- rows, so its items got no offset: the push starts again, and its look-up then creates the partition anew
   if array_position(v_off, null) is not null then
     raise exception 'push: a partition was removed while this push looked it up; retry the push' using errcode = '40001';
@@ -623,7 +642,7 @@ begin
   -- partition was created here at that count, nothing is left to update)
   if v_locked is not null or v_dups > 0 or v_bounded then
     -- the new next offsets, one per partition in id order, then one scan of those rows through the key, each
-    -- finding its values by binary search in the arrays (V36: array_position, a linear search per row)
+    -- finding its values by binary search in the arrays (array_position would search linearly per row)
     select array_agg(s.pid order by s.pid), array_agg(s.mx + 1 order by s.pid), array_agg(s.pre is not null order by s.pid)
       into v_upd_ids, v_upd_next, v_upd_preset
       from (select x.pid, max(x.o) as mx, max(x.pre) as pre

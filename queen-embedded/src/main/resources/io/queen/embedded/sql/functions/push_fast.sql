@@ -1,4 +1,14 @@
-create or replace function ${schema}.push_fast(p_pair_queues text[], p_pair_partitions text[], p_item_pair integer[], p_item_rank integer[], p_ids uuid[], p_payloads jsonb[], p_trace_ids text[], p_txn_ids text[], p_types text[] DEFAULT NULL::text[], p_versions integer[] DEFAULT NULL::integer[], p_key_ids text[] DEFAULT NULL::text[])
+-- The push of a batch whose items have fresh ids and no transaction ids, into unbounded queues: items grouped by
+-- (queue, partition) pairs, one update of the partition rows (locked in id order) that hands out the offsets, and one
+-- insert. Returns each pair's partition and first offset; creates missing queues and partitions through the same
+-- path as push. The jsonb-payload form is kept for nodes of an earlier build.
+
+create or replace function ${schema}.push_fast(p_pair_queues text[], p_pair_partitions text[], p_item_pair integer[],
+                                               p_item_rank integer[], p_ids uuid[], p_payloads jsonb[],
+                                               p_trace_ids text[], p_txn_ids text[],
+                                               p_types text[] default null::text[],
+                                               p_versions integer[] default null::integer[],
+                                               p_key_ids text[] default null::text[])
 returns table(pair integer, partition_id bigint, first_offset bigint)
 language plpgsql
 set enable_seqscan = off
@@ -70,7 +80,13 @@ begin
   return query select g.k::int, v_pids[g.k], v_next[g.k] from generate_subscripts(v_pids, 1) as g(k);
 end $$;
 
-create or replace function ${schema}.push_fast(p_pair_queues text[], p_pair_partitions text[], p_item_pair integer[], p_item_rank integer[], p_ids uuid[], p_payloads text[], p_trace_ids text[], p_txn_ids text[], p_types text[] DEFAULT NULL::text[], p_versions integer[] DEFAULT NULL::integer[], p_key_ids text[] DEFAULT NULL::text[], p_pair_anchors uuid[] DEFAULT NULL::uuid[])
+create or replace function ${schema}.push_fast(p_pair_queues text[], p_pair_partitions text[], p_item_pair integer[],
+                                               p_item_rank integer[], p_ids uuid[], p_payloads text[],
+                                               p_trace_ids text[], p_txn_ids text[],
+                                               p_types text[] default null::text[],
+                                               p_versions integer[] default null::integer[],
+                                               p_key_ids text[] default null::text[],
+                                               p_pair_anchors uuid[] default null::uuid[])
 returns table(pair integer, partition_id bigint, first_offset bigint)
 language plpgsql
 set enable_seqscan = off
@@ -117,7 +133,7 @@ begin
     end if;
   end if;
 
-  -- partition rows in a fixed order: offsets are taken under these locks. (V47) Each row is found newest version
+  -- partition rows in a fixed order: offsets are taken under these locks. Each row is found newest version
   -- first and locked (a lock that waited for another push returns the row that push left, and its ctid)
   select array_agg(l.id order by s.id), array_agg(l.next_offset order by s.id), array_agg(l.tid order by s.id)
     into v_lock_ids, v_lock_next, v_lock_tids
@@ -129,7 +145,7 @@ begin
   for k in 1 .. m loop
     v_next[k] := v_lock_next[array_position(v_lock_ids, v_pids[k])];
   end loop;
-  -- (V44) a partition the janitor removed after the look-up above found it (empty and idle) is missing from the locked
+  -- a partition the janitor removed after the look-up above found it (empty and idle) is missing from the locked
   -- rows: nothing is written, and the full push creates it anew
   if array_position(v_next, null) is not null then
     return;

@@ -1,4 +1,12 @@
-create or replace function ${schema}.push_partition(p_queue text, p_partition text, p_ids uuid[], p_payloads jsonb[], p_trace_ids text[], p_txn_ids text[], p_types text[] DEFAULT NULL::text[], p_versions integer[] DEFAULT NULL::integer[], p_key_ids text[] DEFAULT NULL::text[], OUT partition_id bigint, OUT first_offset bigint)
+-- push_fast for a batch into one partition: one update finds and locks the partition row and takes the offsets, one
+-- insert stores the items. The jsonb-payload form is kept for nodes of an earlier build.
+
+create or replace function ${schema}.push_partition(p_queue text, p_partition text, p_ids uuid[], p_payloads jsonb[],
+                                                    p_trace_ids text[], p_txn_ids text[],
+                                                    p_types text[] default null::text[],
+                                                    p_versions integer[] default null::integer[],
+                                                    p_key_ids text[] default null::text[], OUT partition_id bigint,
+                                                    OUT first_offset bigint)
 returns record
 language plpgsql
 set enable_seqscan = off
@@ -43,7 +51,14 @@ begin
    where c.partition_id = push_partition.partition_id and not c.has_pending;
 end $$;
 
-create or replace function ${schema}.push_partition(p_queue text, p_partition text, p_ids uuid[], p_payloads text[], p_trace_ids text[], p_txn_ids text[], p_types text[] DEFAULT NULL::text[], p_versions integer[] DEFAULT NULL::integer[], p_key_ids text[] DEFAULT NULL::text[], p_anchors uuid[] DEFAULT NULL::uuid[], p_anchor_starts integer[] DEFAULT NULL::integer[], OUT partition_id bigint, OUT first_offset bigint)
+create or replace function ${schema}.push_partition(p_queue text, p_partition text, p_ids uuid[], p_payloads text[],
+                                                    p_trace_ids text[], p_txn_ids text[],
+                                                    p_types text[] default null::text[],
+                                                    p_versions integer[] default null::integer[],
+                                                    p_key_ids text[] default null::text[],
+                                                    p_anchors uuid[] default null::uuid[],
+                                                    p_anchor_starts integer[] default null::integer[],
+                                                    OUT partition_id bigint, OUT first_offset bigint)
 returns record
 language plpgsql
 set enable_seqscan = off
@@ -62,7 +77,7 @@ begin
     raise exception 'push_partition: argument arrays are empty or differ in length' using errcode = '22023';
   end if;
 
-  -- (V47) the partition row found newest version first and locked (a lock that waited for another push returns the
+  -- the partition row found newest version first and locked (a lock that waited for another push returns the
   -- row that push left), then written through its ctid
   select p0.tid into v_tid
     from ${schema}.queues q

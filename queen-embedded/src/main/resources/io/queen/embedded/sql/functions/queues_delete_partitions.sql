@@ -1,3 +1,5 @@
+-- Statement trigger after a delete from queues: deletes their partitions (what "on delete cascade" would do).
+
 create or replace function ${schema}.queues_delete_partitions()
 returns trigger
 language plpgsql

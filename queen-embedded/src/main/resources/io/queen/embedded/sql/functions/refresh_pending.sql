@@ -1,3 +1,8 @@
+-- Clears or sets a cursor's has_pending flag from the truth, under a SHARE lock on the partition. When a push holds
+-- the partition right now, the flag is left set (that push will commit a message or, if it rolls back, the next pop
+-- finds nothing and clears it then): this never waits for a pusher. The form with p_tid is for a caller that holds the
+-- cursor row (p_tid: the ctid of the version it locked or last wrote), which it finds newest version first.
+
 create or replace function ${schema}.refresh_pending(p_pid bigint, p_group text)
 returns boolean
 language plpgsql

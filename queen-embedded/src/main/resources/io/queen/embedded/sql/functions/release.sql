@@ -1,3 +1,6 @@
+-- Gives leases back without counting an attempt (a consumer that stops, a batch handed back): the cursor rows of the
+-- leases still held, locked in key order; returns how many it released.
+
 create or replace function ${schema}.release(p_pids bigint[], p_groups text[], p_leases uuid[])
 returns integer
 language plpgsql

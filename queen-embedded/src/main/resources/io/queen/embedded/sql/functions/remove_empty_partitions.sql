@@ -1,3 +1,6 @@
+-- Removes the partitions among p_ids that hold no message and had no push for p_idle_ms, checking each again under
+-- its row lock (a push that found it before the lock sees it missing and retries); returns the count per queue.
+
 create or replace function ${schema}.remove_empty_partitions(p_ids bigint[], p_idle_ms bigint)
 returns table(queue_name text, removed bigint)
 language plpgsql

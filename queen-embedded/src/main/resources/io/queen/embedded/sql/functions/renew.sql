@@ -1,3 +1,6 @@
+-- Renews leases still held (extends them by their lease time from now), locking the cursor rows in key order; returns
+-- the ones renewed.
+
 create or replace function ${schema}.renew(p_pids bigint[], p_groups text[], p_leases uuid[])
 returns table(partition_id bigint, group_name text, lease_id uuid)
 language sql

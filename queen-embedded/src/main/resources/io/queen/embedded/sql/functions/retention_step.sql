@@ -1,5 +1,11 @@
+-- One step of retention in one partition: removes up to p_batch of the oldest messages past the queue's retention
+-- that every group's cursor has passed (or all of them, with allow_drop_past_committed, recording what each group
+-- lost in retention_losses), with their dead-letter rows and redeliveries. Returns what it removed and, when it
+-- stopped short, why (skipped), the oldest message kept and the group holding it back.
+
 create or replace function ${schema}.retention_step(p_pid bigint, p_batch integer)
-returns table(removed integer, skipped text, first_at timestamp with time zone, first_offset bigint, held_by text, lost_groups text[], lost_counts bigint[], lost_to bigint)
+returns table(removed integer, skipped text, first_at timestamp with time zone, first_offset bigint, held_by text,
+              lost_groups text[], lost_counts bigint[], lost_to bigint)
 language plpgsql
 set enable_seqscan = off
 set jit = off

@@ -1,3 +1,5 @@
+-- Moves every cursor of a group: p_mode 'BEGINNING', 'END' or 'TIME' (the first message at or after p_at).
+
 create or replace function ${schema}.seek(p_queue text, p_group text, p_mode text, p_at timestamp with time zone)
 returns integer
 language plpgsql

@@ -1,3 +1,5 @@
+-- Shortens a live lease so that it ends at p_to (which must be inside it). Returns whether it did.
+
 create or replace function ${schema}.shrink_lease(p_pid bigint, p_group text, p_lease uuid, p_to bigint)
 returns boolean
 language plpgsql
