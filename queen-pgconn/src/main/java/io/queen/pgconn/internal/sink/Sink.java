@@ -693,7 +693,7 @@ public final class Sink {
               e = x;
             }
           }
-          // the durable count: the cursor's attempts on this head, shared by all nodes (V18), plus this one
+          // the durable count: the cursor's attempts on this head, shared by all nodes, plus this one
           int n = m.attempt();
           String why = errorText(e); // for Queen and the logs: the names of the objects, values masked
           if (n >= spec.maxAttempts()) {
