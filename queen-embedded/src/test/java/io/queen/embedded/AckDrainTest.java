@@ -21,10 +21,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The cursors' {@code has_pending} flag while a partition is busy (V46: pushed to in the last 100 ms). The consume
+ * The cursors' {@code has_pending} flag while a partition is busy (pushed to in the last 100 ms). The consume
  * loop's acknowledgement that catches a cursor up clears the flag only when its partition is not busy (a consumer's
- * own acks clear it always) (V26 to V45 cleared it
- * always, so each message delivered alone flipped it twice, two updates that could not be HOT); a push that finds it
+ * own acks clear it always; clearing it always made each message delivered alone flip it twice, two updates that
+ * could not be HOT); a push that finds it
  * set writes nothing to the cursor; a pop's scan passes a caught-up flagged cursor of a busy partition without counting
  * it against its limit, and clears the flag once the partition is quiet, under a SHARE lock on the partition (a
  * partition a push holds keeps its flag). A pop of named partitions looks at those only. Busy and quiet are set by
@@ -237,7 +237,7 @@ class AckDrainTest {
   }
 
   /**
-   * V35: one ack settling many leases finds each partition's row by its place in an array, not by a join; the
+   * One ack settling many leases finds each partition's row by its place in an array, not by a join; the
    * partitions that got more while leased are found by the next pops, ten at a time, past the caught-up ones.
    */
   @Test

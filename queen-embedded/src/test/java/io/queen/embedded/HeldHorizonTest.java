@@ -22,7 +22,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V47: while a transaction holds the xmin horizon, none of the versions a cursor or partition row gets can be pruned,
+ * While a transaction holds the xmin horizon, none of the versions a cursor or partition row gets can be pruned,
  * and a look-up by key fetches every one its index entries point to. The hot look-ups of pop, ack and push read a
  * key's entries newest first and stop at the version they can see, the rows they lock are written through their ctid,
  * and the two tables leave room on their pages for the versions (a version that must go to another page adds entries

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V29: renew and release lock the cursor rows they change in key order, the order an ack locks its settled cursors
+ * Renew and release lock the cursor rows they change in key order, the order an ack locks its settled cursors
  * in. Before, they locked in the arrays' (or the table's) order, and a renewal that held a higher partition while
  * waiting for a lower one an ack held, while the ack waited for the higher one, was a deadlock that stalled both for
  * {@code deadlock_timeout}. Here a transaction holds the lower partition's cursor as an ack would, the renewal (or

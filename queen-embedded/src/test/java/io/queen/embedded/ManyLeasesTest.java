@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V39: ack, renew and release lock a call's cursors by look-ups the items drive, and then change them through one
+ * Ack, renew and release lock a call's cursors by look-ups the items drive, and then change them through one
  * scan of the call's partitions that picks out the locked cursors by key. That scan reads every group's cursor of
  * those partitions: the other groups' must come out exactly as they went in. And a cursor another transaction
  * changed while the call waited for it is settled on its newest version.

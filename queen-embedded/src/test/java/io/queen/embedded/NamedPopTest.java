@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The consume loop pops the partitions its wake-ups name (V46), and scans only at start, when a wake-up names none, and
+ * The consume loop pops the partitions its wake-ups name, and scans only at start, when a wake-up names none, and
  * once per poll interval. Each test sets a poll interval of 20 s: a message that the named pops missed would wait for
  * that scan, so arriving within a few seconds shows it was popped by name.
  */

@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Test;
 /**
  * A rough probe, not a test (its name keeps it out of the default run; run it with {@code -Dtest=PopCostProbe}): the
  * time of a pop (+ ack) and of an empty pop over 50 partitions leased by a live node, then the same with 50 dead node
- * rows. Prints {@code FIGURE} lines; queen-embedded/README.md quotes the figures before and after V11.
+ * rows. Prints {@code FIGURE} lines; queen-embedded/README.md quotes its figures.
  */
 @QueenPostgres
 class PopCostProbe {

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V27: the pop finds ready partitions in partition id order, starting after the last partition this node's previous
+ * The pop finds ready partitions in partition id order, starting after the last partition this node's previous
  * pop of the queue and group took and wrapping around, instead of oldest pick first; the ready index holds no column
  * the pop writes, so the lease is a HOT update.
  */

@@ -62,7 +62,7 @@ class PushOffsetsTest {
     try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("update queen.partitions p"
         + " set last_message_at = now() - interval '2 seconds' from queen.queues qq where qq.id = p.queue_id and qq.name = ?")) {
       st.setString(1, q);
-      st.executeUpdate(); // not pushed to in the last 100 ms: the ack that catches the cursor up clears the flag (V46)
+      st.executeUpdate(); // not pushed to in the last 100 ms: the ack that catches the cursor up clears the flag
     }
     queen.ack(got);
     assertThat(queen.queue(q).consumer().batch(10).pop()).isEmpty(); // finds nothing
@@ -241,7 +241,7 @@ class PushOffsetsTest {
    * The full push (items with transaction ids: the idempotent producer's and the source connector's pushes) in large
    * batches over many partitions, named in shuffled order, some existing and some new in every call, with duplicates
    * of earlier calls and within the batch, twelve calls on one connection: PL/pgSQL caches a generic plan after five,
-   * and the look-up, the offsets and the closing update must give the same answers under it (V37 finds a locked
+   * and the look-up, the offsets and the closing update must give the same answers under it (push finds a locked
    * partition's next offset by binary search over ids in id order, not by the items' order).
    */
   @Test
@@ -324,8 +324,9 @@ class PushOffsetsTest {
   }
 
   /**
-   * V32 keeps the previous version's push functions (jsonb[] payloads, fewer arguments), so a node of that version still
-   * pushes while the cluster is upgraded; its messages keep their transaction ids in the index.
+   * push.sql, push_fast.sql and push_partition.sql keep the forms an earlier build calls (jsonb[] payloads, fewer
+   * arguments), so a node of that build still pushes while the cluster is upgraded; its messages keep their
+   * transaction ids in the index.
    */
   @Test
   void aNodeOfThePreviousVersionStillPushes() throws SQLException {

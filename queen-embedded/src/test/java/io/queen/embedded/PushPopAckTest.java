@@ -80,7 +80,7 @@ class PushPopAckTest {
   }
 
   /**
-   * A push over several existing partitions (push_fast) moves each partition by its own item count (V34 computes the
+   * A push over several existing partitions (push_fast) moves each partition by its own item count (it computes the
    * new offsets per partition and updates the rows without a join), however the items interleave.
    */
   @Test
@@ -104,7 +104,7 @@ class PushPopAckTest {
 
   /**
    * The full push (items with transaction ids) over existing and new partitions at once, with an in-batch duplicate:
-   * each partition moves by the items it stored (V36 computes the new offsets per partition and updates the rows
+   * each partition moves by the items it stored (push computes the new offsets per partition and updates the rows
    * without a join), and the next push continues each one where it stopped.
    */
   @Test

@@ -238,7 +238,7 @@ class PushRetryTest {
   }
 
   /**
-   * V32: the generated ids of a partition's items in one push are one run; two or more of them are stored without a
+   * The generated ids of a partition's items in one push are one run; two or more of them are stored without a
    * transaction-id index entry, under one receipt (the run's first id, the partition, the first offset). Read back,
    * every message still reports its id's text as its transaction id.
    */
@@ -277,7 +277,7 @@ class PushRetryTest {
   }
 
   /**
-   * V32: a push under receipts whose every reply is lost (each try commits or finds its items): Queen gives up, and
+   * A push under receipts whose every reply is lost (each try commits or finds its items): Queen gives up, and
    * its items pushed again are found through the receipts, each a DUPLICATE of the message stored for it.
    */
   @Test

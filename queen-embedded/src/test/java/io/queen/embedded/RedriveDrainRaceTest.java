@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Timeout;
  * cursor's {@code has_pending} flag ends up set, whichever of the two takes the cursor row first.
  *
  * <ul>
- *   <li>The redrive first: the ack's settling statement (V30) waits for the cursor row with a snapshot taken before the
+ *   <li>The redrive first: the ack's settling statement waits for the cursor row with a snapshot taken before the
  *       redrive committed; it looks for redeliveries again afterwards, with a fresh one.
  *   <li>The drain first: the redrive takes the cursor row even though its flag still looks set, so it waits for the
  *       drain to commit and sets the flag after it.
@@ -79,7 +79,7 @@ class RedriveDrainRaceTest {
 
       CompletableFuture<Boolean> redrive;
       try (Connection drainer = ds.getConnection()) {
-        // an ack settling the lease and clearing the flag, not yet committed (what V30's settling update writes)
+        // an ack settling the lease and clearing the flag, not yet committed (what ack's settling update writes)
         drainer.setAutoCommit(false);
         try (PreparedStatement st = drainer.prepareStatement("update race.cursors set committed_offset = ?,"
             + " has_pending = false, lease_id = null, lease_owner = null, lease_expires_at = null, lease_from = null,"

@@ -26,8 +26,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Retention removes partitions that hold no message and have had no push for {@code removeEmptyPartitionsAfter}
- * (V44), with their cursors; a push that names one later creates it anew. The idle time is set by backdating
+ * Retention removes partitions that hold no message and have had no push for {@code removeEmptyPartitionsAfter},
+ * with their cursors; a push that names one later creates it anew. The idle time is set by backdating
  * {@code last_message_at} (the shortest setting is a minute). Then the race the push paths must survive: a removal
  * committed between a push's look-up of the partition and its lock on it, for each of the three push functions and
  * for a transaction bundle.

@@ -23,7 +23,7 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * A sink's data-error attempts are durable and shared by all nodes: each refusal is a FAILED ack of the
- * partition's head (the cursor's {@code attempts}, V18), so a poison message tried twice on one node is tried
+ * partition's head (the cursor's {@code attempts}), so a poison message tried twice on one node is tried
  * a third time, and dead-lettered, by the node that takes over; the queue's {@code retryDelay} holds back only
  * the poison's partition.
  */
@@ -79,7 +79,7 @@ class SinkAttemptsTest {
     sql(db, "CREATE TABLE items (id bigint PRIMARY KEY, qty int NOT NULL CONSTRAINT qty_positive CHECK (qty > 0))");
     Queen a = node(db, "attempts-a");
     try {
-      // retryLimit 1 < maxAttempts - 1: the queue's limit does not cut the sink's attempts short (V18)
+      // retryLimit 1 < maxAttempts - 1: the queue's limit does not cut the sink's attempts short
       a.queue("items").configure(b -> b.retryLimit(1).retryDelay(RETRY_DELAY));
       a.connectors().put("items", """
           {"kind": "sink", "sink": {"queue": "items", "table": "items", "mode": "upsert", "maxAttempts": 3}}""");

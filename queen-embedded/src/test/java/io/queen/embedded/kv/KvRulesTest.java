@@ -197,7 +197,7 @@ class KvRulesTest {
 
   /**
    * ABA: a key deleted (or expired) and written again as many times never comes back to a version of its earlier
-   * life, so an expect held from that life fails. With per-key counters that restarted at 1 (before V41), the third
+   * life, so an expect held from that life fails. With per-key counters that restarted at 1, the third
    * write of the second life had version 3 again and {@code expect(3)} from the first life applied.
    */
   @Test

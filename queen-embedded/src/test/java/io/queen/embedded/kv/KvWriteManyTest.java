@@ -23,8 +23,8 @@ import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A bundle's consecutive writes run in one call, and its put-if-absent writes are created by one multi-row insert
- * (V4); these tests hold that to the one-write-at-a-time rules.
+ * A bundle's consecutive writes run in one call, and its put-if-absent writes are created by one multi-row insert;
+ * these tests hold that to the one-write-at-a-time rules.
  */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -103,7 +103,7 @@ class KvWriteManyTest {
 
   /**
    * Large bundles on one connection, past the five calls after which PL/pgSQL keeps a generic plan: every write's
-   * result in its place, whether the insert created its key (V38 finds its ordinal by namespace and key) or an
+   * result in its place, whether the insert created its key (kv_write_many finds its ordinal by namespace and key) or an
    * existing row sent it through kv_put, with a put and an increment after the run.
    */
   @Test

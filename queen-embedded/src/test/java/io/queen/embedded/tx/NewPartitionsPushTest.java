@@ -81,18 +81,17 @@ class NewPartitionsPushTest {
   }
 
   /**
-   * The push a database ends up with after every migration still creates new partitions at their final offset: a
-   * later migration that replaced push from an older body (V17 did, from V13's) loses that silently, and the
-   * behaviour tests cannot see it (the offsets are right either way; only the extra row version is gone).
+   * The installed push creates new partitions at their final offset: a push that lost it would go unnoticed by the
+   * behaviour tests (the offsets are right either way; only the extra row version is gone).
    */
   @Test
   void theInstalledPushCreatesNewPartitionsAtTheirFinalOffset() throws Exception {
     try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
         "select p.prosrc from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
             + " where n.nspname = 'newparts' and p.proname = 'push' and 'p_anchors' = any(p.proargnames)")) {
-      // (V32 keeps the previous version's push, with its own signature, for nodes of that version during an upgrade)
+      // (push.sql keeps an earlier build's push, with its own signature, for nodes of that build during an upgrade)
       assertThat(rs.next()).isTrue();
-      // (V33: the partitions are inserted without ON CONFLICT first, with the V32 statement as the fallback)
+      // (the partitions are inserted without ON CONFLICT first, with ON CONFLICT as the fallback)
       assertThat(rs.getString(1)).contains("v_preset").contains("payload_type").contains("v_created")
           .contains("exception when unique_violation").contains("on conflict (queue_id, name) do nothing");
       assertThat(rs.next()).as("one push function this version calls").isFalse();
@@ -304,7 +303,7 @@ class NewPartitionsPushTest {
     }
 
     // and deterministically: one push holds its new partitions uncommitted while the other waits on them. The
-    // waiting push's insert (no ON CONFLICT since V33) fails once they commit; its fallback skips them, creates its
+    // waiting push's insert (no ON CONFLICT) fails once they commit; its fallback skips them, creates its
     // own 10, and the look-up after it finds the 50
     List<String> names = new ArrayList<>();
     for (int p = 0; p < 50; p++) {

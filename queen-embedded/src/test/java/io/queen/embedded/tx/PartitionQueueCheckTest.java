@@ -22,7 +22,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * V25: the partitions' queue is checked once per statement by triggers instead of a foreign key checked per row.
+ * The partitions' queue is checked once per statement by triggers instead of a foreign key checked per row.
  * What the key guaranteed still holds: no partition names a missing queue (also under a push that creates partitions
  * while its queue is deleted), and deleting a queue row deletes its partitions and their cursors.
  */

@@ -209,7 +209,7 @@ class ExactlyOnceIT {
         rs -> Map.entry(rs.getString(1), rs.getLong(2)));
     assertThat(markers.keySet()).as("one marker per message, nothing else")
         .isEqualTo(pushed.keySet().stream().map(id -> "msg:" + id).collect(Collectors.toSet()));
-    // versions come from one sequence of the store (V41): one each, never shared, whoever wrote them
+    // versions come from one sequence of the store: one each, never shared, whoever wrote them
     assertThat(markers.values()).as("a version per marker").doesNotHaveDuplicates().allMatch(v -> v > 0);
 
     // ---- exactly one effect per message

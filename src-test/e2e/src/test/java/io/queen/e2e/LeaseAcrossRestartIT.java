@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A lease held across a restart of PostgreSQL and expired meanwhile counts no attempt (queen-embedded V45): its holder
+ * A lease held across a restart of PostgreSQL and expired meanwhile counts no attempt: its holder
  * could not ack while the server was down. With {@code retryLimit(0)} a counted expiry sends the message to the
  * dead-letter queue at once, which is what an outage longer than the lease did before. A lease that simply expires,
  * with no restart, still counts. A server of this test's own (the shared one cannot be restarted).

@@ -50,8 +50,8 @@ import org.slf4j.LoggerFactory;
  * payments batch blocks inside its transaction on the target (seen in {@code pg_stat_activity} as a
  * {@code queen-sink-pay} backend waiting on a lock) with its leases held, and is killed there. The next child takes
  * the same partitions over from the dead node (the core's "owner stopped heartbeating" expiry), blocks, and is
- * killed again: five times in a row on the same heads, with the queue's {@code retryLimit} at its default 3. Before
- * V14 the fourth take-over dead-lettered those heads; now no attempt is counted at all (with the sink's group
+ * killed again: five times in a row on the same heads, with the queue's {@code retryLimit} at its default 3. Counted as
+ * attempts, the fourth take-over would dead-letter those heads; no attempt is counted at all (with the sink's group
  * left to count expiries this test fails at kill 2). Part two, the lock gone and the messages spread over all 40
  * partitions, two more kills of a free-running sink, each right after a payments batch is seen inside its
  * transaction. At the end every balance equals exactly one

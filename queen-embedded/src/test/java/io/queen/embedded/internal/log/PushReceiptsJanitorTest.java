@@ -21,7 +21,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * The janitor's removal of push receipts (V32): receipts whose run was made more than the node's
+ * The janitor's removal of push receipts: receipts whose run was made more than the node's
  * {@code pushReceiptRetention} ago (24 h unless set) go, in chunks through the primary key; younger ones stay; the ids'
  * layout gives the run and the rank.
  */

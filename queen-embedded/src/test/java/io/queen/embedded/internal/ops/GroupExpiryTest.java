@@ -25,8 +25,8 @@ import org.junit.jupiter.api.Timeout;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * V14: a group whose consumer counts attempts itself (a sink, DESIGN.md §7) gets its expired leases released
- * by pop without an attempt and never dead-lettered; every other group keeps DESIGN.md §3's rule. V18: such a
+ * A group whose consumer counts attempts itself (a sink, DESIGN.md §7) gets its expired leases released
+ * by pop without an attempt and never dead-lettered; every other group keeps DESIGN.md §3's rule. Such a
  * group's FAILED acks add attempts past the queue's retryLimit; only its DEAD_LETTER ack gives up.
  */
 @QueenPostgres
@@ -135,7 +135,7 @@ class GroupExpiryTest {
       a.queue(q).push(List.of(PushItem.of("p", Map.of("n", 0)), PushItem.of("p", Map.of("n", 1))));
       assertThat(groupExpiry(ds, q, "sinkish", false)).isTrue();
       assertThat(groupExpiry(ds, q, "plain", true)).isTrue();
-      // V18: five FAILED acks of the head with retryLimit 1; each adds one attempt, none dead-letters
+      // five FAILED acks of the head with retryLimit 1; each adds one attempt, none dead-letters
       for (int i = 1; i <= 5; i++) {
         List<Message> got = a.queue(q).group("sinkish").batch(10).pop();
         assertThat(got.get(0).offset()).isZero();

@@ -28,14 +28,14 @@ import org.junit.jupiter.api.Timeout;
  * Every call keeps probing indexes when the statistics say the tables are empty. A vacuum after a queue's rows were
  * deleted leaves its tables' pages in place and records zero rows; until the next analyze the planner takes every
  * table for empty, and a cached plan made then may put a table on the outer side of a join and read all of it per
- * call (push's transaction-id probe did, before V31). Here the tables are filled, emptied and vacuumed with autovacuum
+ * call (push's transaction-id probe could). Here the tables are filled, emptied and vacuumed with autovacuum
  * off, filled again (2,000 partitions with their cursors, 20,000 messages, 2,000 KV entries), and then every kind
  * of call runs many times: one-partition, multi-partition and de-duplicating pushes, a transaction, pops over many
  * partitions, acks, failures with redelivery and to the dead-letter queue, renewals, dead letters listed, counted
  * and redriven, KV puts, gets and increments ({@code status()} is left out: it counts every partition and cursor of
  * a queue by design). Then the index entries each table's indexes returned, per call, must be a small number, not a
- * table's worth. Before V31 these calls read 204 million entries of partitions_pkey and 132 million of
- * messages_pkey.
+ * table's worth. Plans that did read 204 million entries of partitions_pkey and 132 million of messages_pkey
+ * in this test.
  */
 @QueenPostgres
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
