@@ -40,12 +40,13 @@ import org.slf4j.LoggerFactory;
  *       never sees half of a release's functions. The overloads of the name that the file no longer defines are
  *       dropped (the ones whose catalog row the file did not write). A {@code create or replace} that PostgreSQL
  *       refuses because the return type, an argument's name or a default changed drops every overload of the name and
- *       runs the file again. A file removed from a module's list drops the functions of its name. A function
- *       recorded by a node of a newer Queen version is left alone (a rolling upgrade must not put the older body
- *       back).</li>
+ *       runs the file again. A file removed from a module's list drops the functions of its name.</li>
  * </ul>
  *
- * Everything runs under one transaction-level advisory lock, so nodes that start together apply each file once.
+ * Everything runs under one transaction-level advisory lock, so nodes that start together apply each file once. A
+ * node that finds functions a newer Queen version applied is the older one in a rolling upgrade: it changes nothing
+ * (it would put older bodies back, or functions the newer version removed) and says so; applyFunction checks the
+ * same again under the lock, for a newer node that migrated meanwhile.
  * When every migration is recorded and every checksum matches, start-up reads the two tables and runs no DDL: a role
  * that uses the tables without owning them (migrated by an owner role) can start a node.
  */
@@ -319,12 +320,23 @@ public final class Migrator {
       }
       Map<String, String> checksums = new HashMap<>();
       Map<String, String> byModule = new HashMap<>();
-      try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select name, checksum, module from " + s
-          + ".function_version")) {
+      Set<String> newer = new HashSet<>();
+      try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select name, checksum, module,"
+          + " queen_version from " + s + ".function_version")) {
         while (rs.next()) {
           checksums.put(rs.getString(1), rs.getString(2));
           byModule.put(rs.getString(1), rs.getString(3));
+          if (compareVersions(rs.getString(4), io.queen.Queen.version()) > 0) {
+            newer.add(rs.getString(1) + " (Queen " + rs.getString(4) + ")");
+          }
         }
+      }
+      if (!newer.isEmpty()) {
+        // a node of a newer version applied these: this node is the older one, midway through a rolling upgrade, and
+        // changes nothing (it would put older bodies back, or functions the newer version removed)
+        LOG.warn("schema {}: functions {} were applied by a newer Queen than this node's {}; this node changes nothing"
+            + " in the schema: upgrade this one", schema, new java.util.TreeSet<>(newer), io.queen.Queen.version());
+        return true;
       }
       boolean upToDate = true;
       for (SchemaModule m : modules) {
@@ -342,8 +354,9 @@ public final class Migrator {
         }
         Set<String> names = new LinkedHashSet<>();
         for (String f : m.functions()) {
-          names.add(functionName(f));
-          upToDate &= checksum(files.get(m).get(f)).equals(checksums.get(functionName(f)));
+          String name = functionName(f);
+          names.add(name);
+          upToDate &= checksum(files.get(m).get(f)).equals(checksums.get(name));
         }
         for (Map.Entry<String, String> e : byModule.entrySet()) {
           upToDate &= !e.getValue().equals(m.name()) || names.contains(e.getKey());
