@@ -59,8 +59,8 @@ class StartupTest {
 
   @Test
   void everyMigratedFunctionKeepsItsPlannerSettings(DataSource ds) throws Exception {
-    // "create or replace function" drops the settings of the replaced function: this holds the final state to what
-    // the functions need (index probes always; one plan per session, of nested loops, for the hot four)
+    // every function file states its settings in its definition: this holds them to what the functions need (index
+    // probes always; one plan per session, of nested loops, for the hot four)
     String noJit = "jit=off,max_parallel_workers_per_gather=0";
     try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("plans").start();
         Connection c = ds.getConnection(); Statement st = c.createStatement();
@@ -113,6 +113,24 @@ class StartupTest {
             + " where oid = 'vac.messages'::regclass")) {
       rs.next();
       assertThat(rs.getString(1)).isEqualTo("autovacuum_vacuum_cost_delay=0");
+    }
+  }
+
+  @Test
+  void aNodeOnASchemaANewerVersionMigratedSaysSo(DataSource ds) throws Exception {
+    String schema = "newer";
+    try (Queen first = EmbeddedQueen.builder().dataSource(ds).schema(schema).listen(false).start()) {
+      first.queue("q").push(Map.of("i", 1));
+    }
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute("insert into " + schema + ".schema_version (module, version, name)"
+          + " values ('queen', 999, 'V999__from_the_future.sql')");
+    }
+    try (io.queen.testkit.LogCapture logs = io.queen.testkit.LogCapture.start();
+        Queen behind = EmbeddedQueen.builder().dataSource(ds).schema(schema).listen(false).start()) {
+      assertThat(logs.linesWith("WARN", "schema " + schema + " is at V999, newer than this node's", "upgrade this one"))
+          .hasSize(1);
+      assertThat(behind.queue("q").consumer().pop()).hasSize(1);
     }
   }
 

@@ -164,7 +164,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
     QueenImpl started = null;
     try {
-      Migrator.migrate(ds, config.schema());
+      Migrator.migrate(ds, config.schema(), schemaModules());
       QueenImpl q = new QueenImpl(config, ds, own);
       started = q;
       q.liveness.register(); // refuses an id a live node holds; takes over a dead one's leases
@@ -218,6 +218,17 @@ public final class QueenImpl implements Queen, ConsumerNode {
       }
       throw e;
     }
+  }
+
+  /** The core's schema and that of the first {@link io.queen.embedded.spi.ConnectorProvider} on the classpath. */
+  private static List<io.queen.embedded.spi.SchemaModule> schemaModules() {
+    List<io.queen.embedded.spi.SchemaModule> modules = new java.util.ArrayList<>(List.of(Migrator.CORE));
+    for (io.queen.embedded.spi.ConnectorProvider p : java.util.ServiceLoader.load(
+        io.queen.embedded.spi.ConnectorProvider.class, QueenImpl.class.getClassLoader())) {
+      modules.addAll(p.schema());
+      break;
+    }
+    return modules;
   }
 
   /** Starts the first {@link io.queen.embedded.spi.ConnectorProvider} on the classpath, if any. */

@@ -6,6 +6,14 @@ package io.queen.embedded.spi;
  */
 public interface ConnectorProvider {
   /**
+   * The module's own tables and functions in Queen's schema: migrated with the core's, by the same migrator and
+   * under the same lock, before the node starts (so before {@link #start}). Empty by default.
+   */
+  default java.util.List<SchemaModule> schema() {
+    return java.util.List.of();
+  }
+
+  /**
    * Starts the connector runtime of one node. Called once, after the node is fully started; must return
    * quickly (start threads with {@link ConnectorHost#newThread}, never block on the database here).
    */

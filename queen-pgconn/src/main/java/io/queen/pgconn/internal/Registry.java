@@ -36,14 +36,13 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The connector registry of one node: documents in {@code <schema>.connectors} (created by this module
- * when missing), re-read every {@code connectorRefresh} on a thread of its own; sinks and sources started,
+ * The connector registry of one node: documents in {@code <schema>.connectors} (this module's migration, applied
+ * by the node's migrator at start: {@link PgConnProvider#SCHEMA}), re-read every {@code connectorRefresh} on a thread of its own; sinks and sources started,
  * stopped and restarted to match (every node runs every source; its lease decides which one streams). Deleting a
  * source drops its slot, and its publication when managed. Passwords are sealed before they are stored and never returned.
  */
 final class Registry implements Connectors, ConnectorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(Registry.class);
-  private static final long DDL_LOCK = 0x5155_4545_4e00_0008L;
   /** Serialises the puts whose documents {@link #refuseMixedCdc} checks against each other. */
   private static final long MIX_LOCK = 0x5155_4545_4e00_000aL;
 
@@ -58,7 +57,6 @@ final class Registry implements Connectors, ConnectorPlugin {
   private final Map<String, Source> sources = new ConcurrentHashMap<>();
   private final Map<String, ConnectorStatus> failed = new ConcurrentHashMap<>();
   private final AtomicBoolean closed = new AtomicBoolean();
-  private volatile boolean tableReady;
   private final SinkMeters meters;
   private final SourceMeters sourceMeters;
 
@@ -614,7 +612,6 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   private <T> T sql(String what, ConnectorHost.SqlWork<T> work) {
     try {
-      ensureTable();
       return host.inTransaction(work);
     } catch (QueenDatabaseException e) {
       throw e;
@@ -637,70 +634,4 @@ final class Registry implements Connectors, ConnectorPlugin {
       }
     });
   }
-
-  /** Creates {@code <schema>.connectors} when missing (this module owns it, not Queen's migrations). */
-  private void ensureTable() {
-    if (tableReady) {
-      return;
-    }
-    host.inTransaction(c -> {
-      try (Statement st = c.createStatement()) {
-        st.execute("select pg_advisory_xact_lock(" + DDL_LOCK + ")");
-        st.execute("create table if not exists " + table + " (name text primary key, kind text not null,"
-            + " document jsonb not null, password_sealed bytea, version bigint not null default 1,"
-            + " updated_at timestamptz not null default now())");
-        boolean missing;
-        try (ResultSet rs = st.executeQuery("select to_regclass('" + versions + "') is null")) {
-          rs.next();
-          missing = rs.getBoolean(1);
-        }
-        if (missing) {
-          // created here, under the lock, before any put can take a value from it; a table from before the
-          // sequence: it starts above every version stored (never set again: a setval racing a put's nextval could
-          // hand out a version twice)
-          st.execute("create sequence " + versions);
-          st.execute("select setval('" + versions + "', (select coalesce(max(version), 0) + 1 from " + table + "))");
-        }
-        ensureVersionTrigger(c, st);
-      }
-      return null;
-    });
-    tableReady = true;
-  }
-
-  /**
-   * Makes the table hand out versions itself: a trigger gives every inserted row, and every update that changes the
-   * version, the sequence's next value. This version takes them from the sequence already; a node of a version before it
-   * wrote {@code version + 1} (and 1 for a new row), which during a rolling upgrade met the sequence's values: a put of
-   * each kind stored the same version for different documents, and the nodes kept running the older one (a sink disabled
-   * by one went on writing). Created once, by a role that owns the table; a role that does not is told so, once.
-   */
-  private void ensureVersionTrigger(Connection c, Statement st) throws SQLException {
-    try (ResultSet rs = st.executeQuery("select exists (select 1 from pg_trigger where tgrelid = '" + table
-        + "'::regclass and tgname = 'connectors_next_version')")) {
-      rs.next();
-      if (rs.getBoolean(1)) {
-        return;
-      }
-    }
-    java.sql.Savepoint sp = c.setSavepoint();
-    try {
-      String fn = "\"" + host.schema() + "\".connectors_next_version";
-      st.execute("create or replace function " + fn + "() returns trigger language plpgsql as $f$"
-          + " begin if tg_op = 'INSERT' or new.version is distinct from old.version then"
-          + " new.version := nextval('" + versions + "'); end if; return new; end $f$");
-      st.execute("create trigger connectors_next_version before insert or update on " + table
-          + " for each row execute function " + fn + "()");
-      c.releaseSavepoint(sp);
-    } catch (SQLException e) {
-      c.rollback(sp);
-      if (!"42501".equals(e.getSQLState())) {
-        throw e;
-      }
-      LOG.warn("{} - the connectors table has no version trigger and this role may not create it ({}); it matters only"
-          + " while nodes of an earlier version put connectors: have the table's owner start a node once",
-          host.nodeId(), host.describe(e));
-    }
-  }
-
 }

@@ -30,7 +30,7 @@ import java.util.Objects;
 /**
  * Every KV operation as a method on a given {@link Connection}, so the same code runs as its own
  * transaction ({@link KvImpl}) or inside a bundle ({@code TransactionImpl}). The write rules live in
- * the SQL functions of {@code V2__kv.sql}; this class checks arguments first (so a bad call fails
+ * the SQL functions {@code kv_*} ({@code sql/functions/}); this class checks arguments first (so a bad call fails
  * before anything is sent) and maps rows to the API's records. Values are never cached.
  *
  * <p>Thread-safe (stateless apart from its configuration); the connections are the caller's.
@@ -44,7 +44,7 @@ public final class KvStore {
   private static final String NO_OPTIONS = "options: every write carries exactly one expiry; pass Kv.ttl(duration) or"
       + " Kv.forever(), with expect(...), max(...) or required() added to it";
 
-  /** SQLState of the argument checks in {@code V2__kv.sql} (invalid_parameter_value). */
+  /** SQLState of the argument checks in the {@code kv_*} functions (invalid_parameter_value). */
   static final String INVALID_ARGUMENT = "22023";
   private static final String TRUE_JSON = "true";
   /** SQLState of a duplicate key: in the marker path, a marker's key already has a row. */
@@ -331,7 +331,7 @@ public final class KvStore {
   /**
    * The marker fast path of {@link #writeThenAck}, for put-if-absent writes only (once() per message + the batch's
    * acks): one plain auto-commit statement, a multi-row insert of the markers and the ack call, with no PL/pgSQL for the
-   * KV part (see {@code V4__kv_markers.sql}). It applies whole, and then every write applied (its version from the
+   * KV part (see {@code bundle_lease_lost.sql}). It applies whole, and then every write applied (its version from the
    * store's sequence, the value as stored), or it applies nothing and returns {@code null}: a key had a row (any row:
    * live, expired, or just committed by a concurrent bundle), a lease was lost, or an ack answered ALREADY_ACKED. The
    * caller then runs {@link #writeThenAck}, which says exactly which and why (and applies a bundle whose ALREADY_ACKED
@@ -471,7 +471,7 @@ public final class KvStore {
   /** An argument check of the SQL functions failed: the caller's mistake, not the database's. */
   private static SQLException argumentError(SQLException e) {
     String state = e.getSQLState();
-    // 22023: a check of V2__kv.sql; 22P02/22P05: JSON that jsonb refuses (e.g. the escape backslash-u0000)
+    // 22023: a check of the kv_* functions; 22P02/22P05: JSON that jsonb refuses (e.g. the escape backslash-u0000)
     if (INVALID_ARGUMENT.equals(state) || "22P02".equals(state) || "22P05".equals(state)) {
       SQLException safe = Sql.sanitize(e); // PostgreSQL's Where line would quote the value
       throw new IllegalArgumentException(safe.getMessage(), safe);

@@ -45,7 +45,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The log operations (push, pop, ack, renew, release) as calls of the SQL functions in
- * {@code V1__core.sql}. Methods taking a {@link Connection} run inside the caller's transaction (the
+ * {@code sql/functions/}. Methods taking a {@link Connection} run inside the caller's transaction (the
  * transaction bundle uses them); the others own their transaction.
  */
 public final class Broker {

@@ -17,7 +17,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The node's row in {@code <schema>.nodes} (V11__node_liveness.sql): registration at start (static
+ * The node's row in {@code <schema>.nodes}: registration at start (static
  * membership), the heartbeat, and the row's removal on close.
  *
  * <ul>
