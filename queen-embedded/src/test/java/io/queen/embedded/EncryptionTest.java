@@ -50,9 +50,14 @@ class EncryptionTest {
   private final List<Queen> nodes = new ArrayList<>();
 
   @BeforeEach
-  void start(DataSource ds, TestInfo info) {
+  void start(DataSource ds, TestInfo info) throws Exception {
     this.ds = ds;
     q = "enc-" + info.getTestMethod().orElseThrow().getName();
+    // every test starts from a cluster that has adopted no key (the tests of this class share a database)
+    try (Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement()) {
+      st.execute("do $$ begin if to_regclass('queen.encryption_keys') is not null then"
+          + " delete from queen.encryption_keys; end if; end $$");
+    }
   }
 
   @AfterEach
@@ -61,10 +66,22 @@ class EncryptionTest {
   }
 
   private Queen node(String id, String key, String... oldKeys) {
+    return node(false, id, key, oldKeys);
+  }
+
+  /** A node that adopts its key for the cluster (ClusterKeysTest covers the adoption rules). */
+  private Queen adopting(String id, String key, String... oldKeys) {
+    return node(true, id, key, oldKeys);
+  }
+
+  private Queen node(boolean adopt, String id, String key, String... oldKeys) {
     EmbeddedQueen.Builder b = EmbeddedQueen.builder().dataSource(ds).nodeId(id).encryptionKey(key).listen(false)
         .janitor(false).runConnectors(false);
     if (oldKeys.length > 0) {
       b.oldEncryptionKeys(oldKeys);
+    }
+    if (adopt) {
+      b.adoptEncryptionKey();
     }
     Queen n = b.start();
     nodes.add(n);
@@ -89,7 +106,7 @@ class EncryptionTest {
 
   @Test
   void roundTripStoresCiphertextAndTheKeyId() throws Exception {
-    Queen a = node("a", KEY_A);
+    Queen a = adopting("a", KEY_A);
     assertThat(a.queue(q).configure(c -> c.encryption(true)).encryption()).isTrue();
     assertThat(a.queue(q).config().encryption()).isTrue();
     a.queue(q).push(Map.of("card", SECRET, "amount", 12.50));
@@ -113,7 +130,7 @@ class EncryptionTest {
 
   @Test
   void aNodeWithoutTheKeyRefusesToPushAndToPop() throws Exception {
-    Queen a = node("a", KEY_A);
+    Queen a = adopting("a", KEY_A);
     a.queue(q).configure(c -> c.encryption(true));
     a.queue(q).push(Map.of("card", SECRET));
     Queen none = node("none", null);
@@ -138,9 +155,11 @@ class EncryptionTest {
 
   @Test
   void aNodeWithAnotherKeyGivesTheMessagesBackAndNamesTheKeyId() throws Exception {
-    Queen a = node("a", KEY_A);
+    Queen a = adopting("a", KEY_A);
     a.queue(q).configure(c -> c.encryption(true));
     a.queue(q).push(Map.of("card", SECRET));
+    // a node of the cluster that lacks the key of a stored message (B adopted, A not kept as an older key)
+    adopting("b", KEY_B, KEY_A).close();
     Queen wrong = node("wrong", KEY_B);
 
     assertThatThrownBy(() -> wrong.queue(q).consumer().pop())
@@ -156,13 +175,13 @@ class EncryptionTest {
 
   @Test
   void rotationKeepsOldMessagesReadableAndSealsNewOnesUnderTheNewKey() throws Exception {
-    Queen a = node("a", KEY_A);
+    Queen a = adopting("a", KEY_A);
     a.queue(q).configure(c -> c.encryption(true).leaseTime(Duration.ofMinutes(5)));
     a.queue(q).push(Map.of("n", 1));
     a.close();
     nodes.remove(a);
 
-    Queen rotated = node("rotated", KEY_B, KEY_A);
+    Queen rotated = adopting("rotated", KEY_B, KEY_A);
     rotated.queue(q).push(Map.of("n", 2));
     assertThat(rows()).extracting(r -> r.get(0)).containsExactly(ID_A, ID_B);
     List<Message> got = rotated.queue(q).consumer().batch(2).pop();
@@ -178,7 +197,7 @@ class EncryptionTest {
 
   @Test
   void deadLettersAreOpenedTooAndListedWithoutTheKeyAsAnError() throws Exception {
-    Queen a = node("a", KEY_A);
+    Queen a = adopting("a", KEY_A);
     a.queue(q).configure(c -> c.encryption(true));
     a.queue(q).push(Map.of("card", SECRET));
     Message m = a.queue(q).consumer().pop().get(0);
@@ -198,7 +217,7 @@ class EncryptionTest {
 
   @Test
   void aNodeWhoseViewIsStaleSealsAfterTheRefusal() throws Exception {
-    Queen a = node("a", KEY_A);
+    Queen a = adopting("a", KEY_A);
     a.queue(q).push(Map.of("n", 1));                        // plain queue; node a remembers that for 5 s
     Queen admin = node("admin", KEY_A);
     admin.queue(q).configure(c -> c.encryption(true));
@@ -212,7 +231,7 @@ class EncryptionTest {
 
   @Test
   void aChangedCiphertextIsDeadLetteredNotDelivered() throws Exception {
-    Queen a = node("a", KEY_A);
+    Queen a = adopting("a", KEY_A);
     a.queue(q).configure(c -> c.encryption(true));
     a.queue(q).push(Map.of("n", 1));
     a.queue(q).push(Map.of("n", 2));

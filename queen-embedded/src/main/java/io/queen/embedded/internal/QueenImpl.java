@@ -167,6 +167,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
       Migrator.migrate(ds, config.schema());
       QueenImpl q = new QueenImpl(config, ds, own);
       started = q;
+      // before anything runs: a node whose key is not one of the cluster's must not start
+      q.broker.keys().onStart(config.adoptEncryptionKey());
       q.liveness.register(); // refuses an id a live node holds; takes over a dead one's leases
       q.liveness.onOthersAlive(q.wakeups::othersAlive);
       q.liveness.start((role, r) -> q.newDaemon(role, r));

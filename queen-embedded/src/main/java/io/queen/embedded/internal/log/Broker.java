@@ -81,6 +81,8 @@ public final class Broker {
   private final long pushRetryNanos;
   private final io.queen.PayloadTypes types;
   private final PayloadCipher cipher;
+  /** The cluster's key list, which this node's current key must be on before it seals a push. */
+  private final KeyRegistry keys;
   /** Whether a queue has encryption on, as this node last read it, until when (System.nanoTime). */
   private final java.util.concurrent.ConcurrentHashMap<String, EncryptionView> encryptedQueues =
       new java.util.concurrent.ConcurrentHashMap<>();
@@ -122,6 +124,7 @@ public final class Broker {
     this.codec = codec;
     this.node = node;
     this.wakeups = wakeups;
+    this.keys = new KeyRegistry(ds, this.schema, cipher, node);
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
         + ".push(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?, ?::uuid[], ?::text[], ?::int4[],"
         + " ?::text[], ?::uuid[], ?::int4[])";
@@ -369,6 +372,11 @@ public final class Broker {
   /** The node's payload cipher (its current and older keys). */
   public PayloadCipher cipher() {
     return cipher;
+  }
+
+  /** The cluster's key list as this node checks it. */
+  public KeyRegistry keys() {
+    return keys;
   }
 
   static String noKey(String queue, String what) {
@@ -872,6 +880,9 @@ public final class Broker {
       if (!qs[i].equals(last)) {
         last = qs[i];
         lastOn = encrypted(last, "push");
+        if (lastOn && cipher.canSeal()) {
+          keys.requireListed(last);
+        }
       }
       if (lastOn) {
         if (!cipher.canSeal()) {
