@@ -2,10 +2,14 @@ package io.queen.embedded;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.EncryptionException;
 import io.queen.Message;
+import io.queen.PushItem;
 import io.queen.Queen;
+import io.queen.Subscription;
 import io.queen.embedded.internal.log.PayloadCipher;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
@@ -17,6 +21,8 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
@@ -27,15 +33,19 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue 42, "Keys that cannot split a cluster": a node whose key is not one of the cluster's is refused at start with
- * the key ids named and stores nothing; the first key and the next one of a rotation are adopted explicitly.
+ * the key ids named and stores nothing; the first key and the next one of a rotation are adopted explicitly; a pop
+ * leases no partition whose next message needs a key the node lacks, so such a partition never holds up the others;
+ * status and a gauge show the messages that wait for a key.
  */
 @QueenPostgres
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class ClusterKeysTest {
   private static final String KEY_A = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
   private static final String KEY_B = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+  private static final String KEY_C = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
   private static final String ID_A = PayloadCipher.keyId(HexFormat.of().parseHex(KEY_A));
   private static final String ID_B = PayloadCipher.keyId(HexFormat.of().parseHex(KEY_B));
+  private static final String ID_C = PayloadCipher.keyId(HexFormat.of().parseHex(KEY_C));
   private static final String SECRET = "4111-1111-1111-1111";
 
   private DataSource ds;
@@ -204,5 +214,129 @@ class ClusterKeysTest {
     }
     assertThatThrownBy(() -> node("stale", KEY_A)).isInstanceOf(EncryptionException.class)
         .hasMessageContaining("has id " + ID_A).hasMessageContaining("(ids [" + ID_B + "]");
+  }
+
+  @Test
+  void aPartitionSealedUnderAKeyThisNodeLacksNeverHoldsUpTheOthers() throws Exception {
+    Queen a = adopting("a", KEY_A);
+    a.queue(q).configure(c -> c.encryption(true).retryLimit(1));
+    List<PushItem> healthy = new ArrayList<>();
+    for (int p = 0; p < 6; p++) {
+      for (int i = 0; i < 5; i++) {
+        healthy.add(PushItem.of("p" + p, Map.of("p", p, "i", i)));
+      }
+    }
+    a.queue(q).push(healthy);
+    a.queue(q).push(List.of(PushItem.of("mixed", Map.of("p", "mixed", "i", 0)),
+        PushItem.of("mixed", Map.of("p", "mixed", "i", 1))));
+    // a node with a key the others lack (adopted in a rotation whose first step was skipped) seals some messages
+    Queen other = adopting("other", KEY_C, KEY_A);
+    other.queue(q).push(List.of(PushItem.of("other", Map.of("p", "other", "i", 0)),
+        PushItem.of("other", Map.of("p", "other", "i", 1)), PushItem.of("other", Map.of("p", "other", "i", 2)),
+        PushItem.of("mixed", Map.of("p", "mixed", "i", 2))));
+    a.queue(q).push(List.of(PushItem.of("mixed", Map.of("p", "mixed", "i", 3))));
+    other.close();
+    nodes.remove(other);
+
+    // pops over several partitions at once: every message a can open comes, none of the others, no error
+    Set<String> got = ConcurrentHashMap.newKeySet();
+    for (int round = 0; round < 20; round++) {
+      List<Message> batch = a.queue(q).consumer().batch(10).partitions(4).waitFor(Duration.ZERO).pop();
+      for (Message m : batch) {
+        assertThat(m.attempt()).isEqualTo(1);
+        assertThat(got.add(m.payload().path("p").asText() + "/" + m.payload().path("i").asInt())).isTrue();
+      }
+      if (!batch.isEmpty()) {
+        a.ack(batch);
+      }
+    }
+    assertThat(got).hasSize(32).contains("mixed/0", "mixed/1").doesNotContain("mixed/2", "mixed/3", "other/0");
+
+    // the partitions waiting for the key hold no lease and no attempt, and nothing was dead-lettered
+    try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select p.name,"
+        + " cu.committed_offset, cu.lease_id is null, cu.attempts from queen.cursors cu join queen.partitions p"
+        + " on p.id = cu.partition_id join queen.queues q on q.id = p.queue_id where q.name = ?"
+        + " and p.name in ('mixed', 'other') order by p.name")) {
+      st.setString(1, q);
+      try (ResultSet rs = st.executeQuery()) {
+        List<String> rows = new ArrayList<>();
+        while (rs.next()) {
+          rows.add(rs.getString(1) + " " + rs.getLong(2) + " " + rs.getBoolean(3) + " " + rs.getInt(4));
+        }
+        assertThat(rows).containsExactly("mixed 1 true 0", "other -1 true 0");
+      }
+    }
+    assertThat(a.deadLetters(q).defaultGroup().list(10, null)).isEmpty();
+
+    // the status names them: 2 in 'mixed' (the message sealed under C and the one behind it), 3 in 'other'
+    assertThat(a.status().queue(q).waitingForKey()).isEqualTo(Map.of(ID_C, 5L));
+    assertThat(a.status().queue(q).messagesWaitingForKey()).isEqualTo(5);
+    assertThat(a.status().queue(q).group(Queen.DEFAULT_GROUP).lag()).isEqualTo(5);
+
+    // the consume loop handles new messages of the healthy partitions although the others still wait
+    Set<String> handled = ConcurrentHashMap.newKeySet();
+    try (Subscription s = a.queue(q).consumer().batch(10).partitions(4).consume(m ->
+        handled.add(m.payload().path("p").asText() + "/" + m.payload().path("i").asInt()))) {
+      List<PushItem> more = new ArrayList<>();
+      for (int p = 0; p < 6; p++) {
+        more.add(PushItem.of("p" + p, Map.of("p", p, "i", 5)));
+      }
+      a.queue(q).push(more);
+      await().atMost(Duration.ofSeconds(10)).until(() -> handled.size() == 6);
+    }
+    assertThat(handled).containsExactlyInAnyOrder("0/5", "1/5", "2/5", "3/5", "4/5", "5/5");
+
+    // a node that holds the key takes them, in order
+    Queen withKey = node("with-key", KEY_A, KEY_C);
+    List<Message> rest = new ArrayList<>();
+    for (int round = 0; round < 10 && rest.size() < 5; round++) {
+      List<Message> batch = withKey.queue(q).consumer().batch(10).partitions(4).waitFor(Duration.ZERO).pop();
+      rest.addAll(batch);
+      if (!batch.isEmpty()) {
+        withKey.ack(batch);
+      }
+    }
+    assertThat(rest).extracting(m -> m.partition() + "/" + m.payload().path("i").asInt())
+        .containsExactlyInAnyOrder("mixed/2", "mixed/3", "other/0", "other/1", "other/2");
+    assertThat(a.status().queue(q).waitingForKey()).isEmpty();
+  }
+
+  @Test
+  void aQueueWhoseEncryptionWasSwitchedOffStillLeavesSealedMessagesForANodeWithTheKey() throws Exception {
+    Queen a = adopting("a", KEY_A);
+    a.queue(q).configure(c -> c.encryption(true));
+    a.queue(q).push(List.of(PushItem.of("sealed", Map.of("n", 1))));
+    a.queue(q).configure(c -> c.encryption(false));
+    a.queue(q).push(List.of(PushItem.of("plain", Map.of("n", 2))));
+    assertThat(stored()).containsExactly(null, ID_A);
+
+    Queen none = node("none", null); // no key at all: it pops the plain queue, and leaves what it cannot open
+    List<Message> got = none.queue(q).consumer().batch(10).partitions(10).pop();
+    assertThat(got).extracting(m -> m.partition()).containsExactly("plain");
+    none.ack(got);
+    assertThat(none.status().queue(q).waitingForKey()).isEqualTo(Map.of(ID_A, 1L));
+    Message sealed = a.queue(q).consumer().pop().get(0);
+    assertThat(sealed.attempt()).isEqualTo(1);
+    assertThat(sealed.payload().path("n").asInt()).isEqualTo(1);
+  }
+
+  @Test
+  void aGaugeCountsTheMessagesWaitingForAKey() throws Exception {
+    Queen a = adopting("a", KEY_A);
+    a.queue(q).configure(c -> c.encryption(true));
+    assertThat(a.queue(q).consumer().pop()).isEmpty(); // the default group exists: its cursors count
+    a.queue(q).push(Map.of("n", 1));
+    Queen other = adopting("other", KEY_C, KEY_A);
+    other.queue(q).push(List.of(PushItem.of("other", Map.of("n", 2)), PushItem.of("other", Map.of("n", 3))));
+
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    Queen watched = node(builder("watched", KEY_A).meterRegistry(registry));
+    // the gauges are read when the node starts and every ten seconds
+    await().atMost(Duration.ofSeconds(20)).untilAsserted(() -> assertThat(registry.find(
+        "queen.messages.waiting_for_key").tag("queue", q).gauge()).isNotNull()
+        .satisfies(g -> assertThat(g.value()).isEqualTo(2.0)));
+    assertThat(watched.status().queue(q).waitingForKey()).isEqualTo(Map.of(ID_C, 2L));
+    // the node holding the key sees none waiting
+    assertThat(other.status().queue(q).waitingForKey()).isEmpty();
   }
 }

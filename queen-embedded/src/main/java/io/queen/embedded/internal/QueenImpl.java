@@ -99,7 +99,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
         : new MicrometerMetrics(config.meterRegistry(), config.meterTags()), config.meterTags());
     this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
         config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));
-    this.status = new StatusReader(ds, broker.schema());
+    this.status = new StatusReader(ds, broker.schema(), broker.cipher().ids());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
     this.kvStore = Extensions.kvStore(this);
     this.kv = Extensions.kv(this, kvStore);

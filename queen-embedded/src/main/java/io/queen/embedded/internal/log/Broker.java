@@ -83,6 +83,8 @@ public final class Broker {
   private final PayloadCipher cipher;
   /** The cluster's key list, which this node's current key must be on before it seals a push. */
   private final KeyRegistry keys;
+  /** The ids of the keys this node holds, as pop takes them: it leases no partition whose next message needs another. */
+  private final String[] keyIds;
   /** Whether a queue has encryption on, as this node last read it, until when (System.nanoTime). */
   private final java.util.concurrent.ConcurrentHashMap<String, EncryptionView> encryptedQueues =
       new java.util.concurrent.ConcurrentHashMap<>();
@@ -115,6 +117,7 @@ public final class Broker {
       int maxPayloadBytes, Duration pushRetryWindow, io.queen.PayloadTypes types, PayloadCipher cipher) {
     this.ds = ds;
     this.cipher = Objects.requireNonNull(cipher, "cipher must not be null");
+    this.keyIds = cipher.ids().toArray(new String[0]);
     this.types = Objects.requireNonNull(types, "types must not be null");
     this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
@@ -137,7 +140,7 @@ public final class Broker {
     // pop returns the type, version and key id (V17) with the rows since V21
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
-        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[])";
+        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[])";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     // V46: the consume loop's acks leave a busy partition's has_pending flag set (it pops the partitions pushes name)
@@ -1057,6 +1060,9 @@ public final class Broker {
         } else {
           st.setArray(12, c.createArrayOf("text", r.hints()));
         }
+        // every pop names the keys this node holds (none: an empty list), so that it leases no partition whose next
+        // message it could not open
+        st.setArray(13, c.createArrayOf("text", keyIds));
         List<Popped> out = new ArrayList<>();
         long last = -1;
         try (ResultSet rs = st.executeQuery()) {
@@ -1106,10 +1112,12 @@ public final class Broker {
   private record Popped(Message message, String error, String missingKey) {}
 
   /**
-   * A pop that met messages sealed under a key this node does not hold gives back every lease it took, without
-   * counting an attempt, and refuses with {@link io.queen.EncryptionException}: the messages stay for a node that
-   * has the key. (Auto-acked rows, whose cursor has already moved, go the way of undecodable ones: a dead-letter
-   * row and a WARN, never silently.)
+   * The pop statement is given the ids of this node's keys and returns no message sealed under another key: it leases
+   * no partition whose next message needs one, and cuts a range before such a message, so those wait for a node with
+   * the key while the other partitions are served. Should a popped row still name a key this node lacks, every lease
+   * of the pop is given back without counting an attempt and the pop refuses with
+   * {@link io.queen.EncryptionException} naming the key ids. (Auto-acked rows, whose cursor has already moved, go the
+   * way of undecodable ones: a dead-letter row and a WARN, never silently.)
    */
   private void refuseMissingKeys(PopRequest r, List<Popped> popped) {
     String keyId = null;
