@@ -321,6 +321,58 @@ class ClusterKeysTest {
   }
 
   @Test
+  void anUpgradedClusterListsTheKeysItsMessagesNameAndMarksTheQueuesThatHoldThem() throws Exception {
+    String schema = "upgrade";
+    try (Queen a = builder("a", KEY_A).schema(schema).adoptEncryptionKey().start()) {
+      a.queue("sealed").configure(c -> c.encryption(true));
+      a.queue("sealed").push(Map.of("n", 1));
+      a.queue("was-sealed").configure(c -> c.encryption(true));
+      a.queue("was-sealed").push(Map.of("n", 2));
+      a.queue("was-sealed").configure(c -> c.encryption(false));
+      a.queue("plain").push(Map.of("n", 3));
+    }
+    // the schema as it was before the cluster listed its keys: the previous pop, no list, no flag
+    String previousPop;
+    try (java.io.InputStream in = getClass().getResourceAsStream(
+        "/io/queen/embedded/migration/V49__hinted_pop_keeps_its_tid_scan.sql")) {
+      previousPop = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8).replace("${schema}", schema);
+    }
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      c.setAutoCommit(false);
+      st.execute("drop function upgrade.pop(text, text, int, int, text, bigint, text, text, timestamptz, boolean,"
+          + " bigint, text[], text[])");
+      st.execute(previousPop);
+      st.execute("drop trigger queues_sealed on upgrade.queues");
+      st.execute("drop function upgrade.queue_sealed()");
+      st.execute("alter table upgrade.queues drop column sealed");
+      st.execute("drop table upgrade.encryption_keys");
+      st.execute("delete from upgrade.schema_version where version = 51");
+      c.commit();
+    }
+
+    try (Queen b = builder("b", KEY_A).schema(schema).start()) { // no adoption needed: the migration listed A
+      assertThat(b.queue("sealed").consumer().pop()).extracting(m -> m.payload().path("n").asInt()).containsExactly(1);
+    }
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      try (ResultSet rs = st.executeQuery("select key_id, adopted_by from upgrade.encryption_keys")) {
+        assertThat(rs.next()).isTrue();
+        assertThat(rs.getString(1)).isEqualTo(ID_A);
+        assertThat(rs.getString(2)).isEqualTo("stored messages");
+        assertThat(rs.next()).isFalse();
+      }
+      try (ResultSet rs = st.executeQuery("select name from upgrade.queues where sealed order by name")) {
+        List<String> sealed = new ArrayList<>();
+        while (rs.next()) {
+          sealed.add(rs.getString(1));
+        }
+        assertThat(sealed).containsExactly("sealed", "was-sealed");
+      }
+    }
+    assertThatThrownBy(() -> builder("wrong", KEY_B).schema(schema).start()).isInstanceOf(EncryptionException.class)
+        .hasMessageContaining("(ids [" + ID_A + "]");
+  }
+
+  @Test
   void aGaugeCountsTheMessagesWaitingForAKey() throws Exception {
     Queen a = adopting("a", KEY_A);
     a.queue(q).configure(c -> c.encryption(true));

@@ -19,10 +19,6 @@ create table ${schema}.encryption_keys (
   adopted_by text not null
 );
 
-insert into ${schema}.encryption_keys(key_id, adopted_by)
-select distinct m.key_id, 'stored messages' from ${schema}.messages m where m.key_id is not null
-on conflict do nothing;
-
 alter table ${schema}.queues add column sealed boolean not null default false;
 
 create function ${schema}.queue_sealed() returns trigger
@@ -35,10 +31,15 @@ end $$;
 create trigger queues_sealed before insert or update of encryption on ${schema}.queues
   for each row when (new.encryption) execute function ${schema}.queue_sealed();
 
+-- one pass over the stored messages for both: the key ids in use, and the queues that hold sealed payloads
+with seen as (select distinct p.queue_id, m.key_id
+                from ${schema}.messages m join ${schema}.partitions p on p.id = m.partition_id
+               where m.key_id is not null),
+     listed as (insert into ${schema}.encryption_keys(key_id, adopted_by)
+                select distinct seen.key_id, 'stored messages' from seen
+                on conflict do nothing)
 update ${schema}.queues q set sealed = true
- where q.encryption
-    or exists (select 1 from ${schema}.partitions p join ${schema}.messages m on m.partition_id = p.id
-                where p.queue_id = q.id and m.key_id is not null);
+ where q.encryption or q.id in (select seen.queue_id from seen);
 
 -- the pop of twelve arguments becomes the one of thirteen (a call with twelve still reaches it, p_keys null); the pop
 -- of eleven arguments calls it by the twelve
