@@ -302,6 +302,35 @@ class ClusterKeysTest {
   }
 
   @Test
+  void aLongRunOfPartitionsWaitingForAKeyDelaysTheOthersByAPopNotForGood() throws Exception {
+    Queen a = adopting("a", KEY_A);
+    a.queue(q).configure(c -> c.encryption(true));
+    // more partitions waiting for a key than a scan looks at (partitions + 64), all before the healthy ones
+    Queen other = adopting("other", KEY_C, KEY_A);
+    List<PushItem> waiting = new ArrayList<>();
+    for (int p = 0; p < 100; p++) {
+      waiting.add(PushItem.of(String.format("w%03d", p), Map.of("p", p)));
+    }
+    other.queue(q).push(waiting);
+    List<PushItem> healthy = new ArrayList<>();
+    for (int p = 0; p < 5; p++) {
+      healthy.add(PushItem.of("h" + p, Map.of("p", p)));
+    }
+    a.queue(q).push(healthy);
+
+    List<String> got = new ArrayList<>();
+    for (int round = 0; round < 20 && got.size() < 5; round++) {
+      List<Message> batch = a.queue(q).consumer().batch(10).partitions(1).waitFor(Duration.ZERO).pop();
+      batch.forEach(m -> got.add(m.partition()));
+      if (!batch.isEmpty()) {
+        a.ack(batch);
+      }
+    }
+    assertThat(got).containsExactlyInAnyOrder("h0", "h1", "h2", "h3", "h4");
+    assertThat(a.status().queue(q).waitingForKey()).isEqualTo(Map.of(ID_C, 100L));
+  }
+
+  @Test
   void aQueueWhoseEncryptionWasSwitchedOffStillLeavesSealedMessagesForANodeWithTheKey() throws Exception {
     Queen a = adopting("a", KEY_A);
     a.queue(q).configure(c -> c.encryption(true));

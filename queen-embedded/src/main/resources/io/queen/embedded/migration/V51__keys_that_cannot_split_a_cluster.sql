@@ -11,7 +11,9 @@
 --
 -- pop takes the ids of the keys its caller holds (p_keys; null: no check, the call of a node of an earlier version). In
 -- a sealed queue it leases no partition whose next message is sealed under another key, and cuts a range before such
--- a message, and goes on to the next candidate: a partition that waits for a key holds up no other partition.
+-- a message, and goes on to the next candidate: a partition that waits for a key holds up no other partition. A scan
+-- that took nothing but passed over such partitions returns one row without a message (message_id null) that names
+-- the last of them, where the caller's next scan starts.
 
 create table ${schema}.encryption_keys (
   key_id     text primary key check (key_id ~ '^[0-9a-f]{16}$'),
@@ -79,6 +81,7 @@ declare
   v_redrive boolean;
   v_key text;
   v_sealed_at bigint;
+  v_passed_over bigint;
 begin
   if not p_auto_ack then
     -- a lease lost in a database crash only makes its messages deliverable again sooner, so the pop
@@ -269,6 +272,7 @@ begin
         -- a redriven message this caller cannot open is left for a node that can: no lease, no attempt
         select m.key_id into v_key from ${schema}.messages m where m.partition_id = c.pid and m."offset" = rd."offset";
         if v_key is not null and not (v_key = any(p_keys)) then
+          v_passed_over := c.pid;
           continue;
         end if;
       end if;
@@ -317,6 +321,7 @@ begin
            and m.key_id is not null and not (m.key_id = any(p_keys));
         if v_sealed_at is not null then
           if v_sealed_at = v_committed + 1 then
+            v_passed_over := c.pid;
             continue;
           end if;
           v_hi := v_sealed_at - 1;
@@ -370,6 +375,13 @@ begin
                      or v_taken >= p_max_partitions or v_fetched >= p_max_partitions + 64;
     v_pass := 2;
   end loop;
+  -- a scan that took nothing, having passed over partitions that wait for a key, says where it stopped in a row
+  -- without a message (message_id null): the caller's next scan starts after them instead of at them again, so a run
+  -- of such partitions longer than a scan looks at holds up the ones behind it by a pop, not for good
+  if v_taken = 0 and v_passed_over is not null and p_partition is null and p_hints is null then
+    return query select null::text, v_passed_over, null::bigint, null::uuid, null::text, null::text, null::jsonb,
+                        null::timestamptz, null::uuid, null::int, null::text, null::int, null::text;
+  end if;
 end $$;
 
 alter function ${schema}.pop(text, text, int, int, text, bigint, text, text, timestamptz, boolean, bigint, text[], text[])
