@@ -29,8 +29,11 @@ import java.util.Objects;
  *     once at WARN, a gauge); strictly shorter than {@code retention} when that is set (default zero = no
  *     alarm)
  * @param encryption payloads are stored encrypted (AES-256-GCM under the node's key, with the key's id per
- *     message) and decrypted on delivery; a node without the key refuses to push to or pop from the queue
- *     (default false). Switching it on seals what is pushed from then on; what is stored stays as it is.
+ *     message) and decrypted on delivery; a node without the key refuses to push to or pop from the queue, and a
+ *     pop leases no partition whose next message is sealed under a key the node lacks (those wait, counted in
+ *     {@link Status.QueueStatus#waitingForKey()}). A node seals only under a key the cluster has adopted (the
+ *     embedded builder's {@code adoptEncryptionKey()}). Default false. Switching it on seals what is pushed from
+ *     then on; what is stored stays as it is.
  */
 public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDelay, boolean deadLetter,
     Duration delayedProcessing, Duration windowBuffer, long maxSize, Duration retention, Duration completedRetention,
@@ -203,7 +206,8 @@ public record QueueConfig(Duration leaseTime, int retryLimit, Duration retryDela
 
     /**
      * Store payloads encrypted with AES-256-GCM under the node's key ({@code encryptionKey} /
-     * {@code QUEEN_ENCRYPTION_KEY}); every node that pushes or pops needs the key.
+     * {@code QUEEN_ENCRYPTION_KEY}); every node that pushes or pops needs the key, and the cluster must have
+     * adopted it (the embedded builder's {@code adoptEncryptionKey()}).
      */
     public Builder encryption(boolean v) {
       encryption = v;

@@ -3,6 +3,7 @@ package io.queen;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.Map;
 
 /**
  * A snapshot of the broker as the database sees it.
@@ -33,16 +34,32 @@ public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorSt
    *
    * @param retention what the retention janitor's last pass saw, or null when the queue has no retention or no
    *     pass has looked at it yet
+   * @param waitingForKey messages that wait for a key the node that read this status does not hold, by key id: in
+   *     each partition of a queue that has had {@code encryption} on, whose next message for its furthest-behind
+   *     group is sealed under such a key, that message and every one after it (a pop leases no such partition, so
+   *     they wait there for a node with the key). Empty when none wait
    */
   public record QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups,
-      RetentionStatus retention) {
+      RetentionStatus retention, Map<String, Long> waitingForKey) {
     public QueueStatus {
       groups = List.copyOf(groups);
+      waitingForKey = Map.copyOf(waitingForKey);
+    }
+
+    /** A queue with no message waiting for a key. */
+    public QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups,
+        RetentionStatus retention) {
+      this(name, config, partitions, messages, groups, retention, Map.of());
     }
 
     /** A queue without retention status. */
     public QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups) {
       this(name, config, partitions, messages, groups, null);
+    }
+
+    /** The messages waiting for a key, over every key id ({@link #waitingForKey()}). */
+    public long messagesWaitingForKey() {
+      return waitingForKey.values().stream().mapToLong(Long::longValue).sum();
     }
 
     /** The group's entry, if it exists. */

@@ -117,6 +117,7 @@ public final class EmbeddedQueen {
     private final io.queen.PayloadTypes.Builder payloadTypes = io.queen.PayloadTypes.builder();
     private final List<String> typeErrors = new java.util.ArrayList<>();
     private List<String> oldKeys;
+    private boolean adoptEncryptionKey;
 
     private Builder() {}
 
@@ -153,7 +154,8 @@ public final class EmbeddedQueen {
      * (AES-256-GCM) and the payloads of queues with {@code encryption} (a node without it refuses to push to or
      * pop from them). Default: the environment variable {@value #ENCRYPTION_KEY_ENV}, else none (then a
      * connector document that carries a password is refused on this node, with an error that says so).
-     * Every node of a cluster needs the same key. {@code null} means none, whatever the environment says.
+     * Every node of a cluster needs the same key: a node whose key is not one the cluster has adopted refuses to
+     * start (see {@link #adoptEncryptionKey()}). {@code null} means none, whatever the environment says.
      */
     public Builder encryptionKey(String hex64) {
       this.encryptionKey = hex64;
@@ -169,6 +171,20 @@ public final class EmbeddedQueen {
      */
     public Builder oldEncryptionKeys(String... hex64) {
       this.oldKeys = List.of(hex64);
+      return this;
+    }
+
+    /**
+     * Lets this node add its {@link #encryptionKey} to the cluster's keys when it starts. The cluster lists the ids
+     * of the keys its nodes may seal with (table {@code encryption_keys}; ids only); a node whose key is not listed
+     * refuses to start while the list names any key, with an {@link io.queen.EncryptionException} naming the ids,
+     * and refuses to seal a push while the list is empty. Adopt the first key of a cluster with one node started
+     * with this option. Adopting a further key (a rotation) also needs a key already listed among this node's
+     * {@link #oldEncryptionKeys}, so that a node with a mistyped key cannot adopt it. A key already listed is left
+     * as it is. Default: off. Needs an {@code encryptionKey}.
+     */
+    public Builder adoptEncryptionKey() {
+      this.adoptEncryptionKey = true;
       return this;
     }
 
@@ -523,6 +539,9 @@ public final class EmbeddedQueen {
       if (!old.isEmpty() && key == null && keyHex == null) {
         errors.add("oldEncryptionKeys needs an encryptionKey (the key new payloads are sealed with)");
       }
+      if (adoptEncryptionKey && key == null && keyHex == null) {
+        errors.add("adoptEncryptionKey needs an encryptionKey (the key to adopt)");
+      }
       if (connectorThreads < 1 || connectorThreads > 64) {
         errors.add("connectorThreads must be 1..64, was " + connectorThreads);
       }
@@ -542,7 +561,7 @@ public final class EmbeddedQueen {
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
           sessionTimeout, pushReceiptRetention, key, connectorThreads, connectorRefresh, runConnectors,
           sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter, removeEmptyPartitionsAfter,
-          List.copyOf(meterTags), groupIdleExpiry);
+          List.copyOf(meterTags), groupIdleExpiry, adoptEncryptionKey);
     }
 
     /** Queen's own tag keys: a common tag may not take one of them. */

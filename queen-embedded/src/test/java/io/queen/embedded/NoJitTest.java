@@ -28,7 +28,8 @@ import org.junit.jupiter.api.Timeout;
  * On a server with JIT (most packaged and managed PostgreSQL servers have it on), none of Queen's statements is
  * JIT-compiled: a compile costs tens of milliseconds per execution, far more than the statement. Counted through
  * {@code pg_stat_statements} (nested statements included) over a workload of every hot path: push, pop, ack, the
- * consume loop with a transactional handler, a dead letter, KV, a transaction, status, the janitor and retention.
+ * consume loop with a transactional handler, an encrypted queue, a dead letter, KV, a transaction, status, the janitor
+ * and retention.
  *
  * <p>Runs where {@code pg_jit_available()} is true (the embedded server is built without JIT) and needs
  * {@code pg_stat_statements} in {@code shared_preload_libraries} there; {@code .ci/run}'s distribution server has both.
@@ -55,6 +56,7 @@ class NoJitTest {
       st.execute("select pg_stat_statements_reset(0, (select oid from pg_database where datname = current_database()), 0)");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.newDataSource(8)).nodeId("nojit")
+        .encryptionKey("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").adoptEncryptionKey()
         .pollInterval(Duration.ofMillis(50)).start()) {
       workload(queen);
     }
@@ -99,6 +101,15 @@ class NoJitTest {
     queen.kv().incr("rates", "hits", 1, Kv.forever());
     queen.kv().get("rates", "a");
     queen.kv().delete("rates", "a");
+
+    // an encrypted queue: the key list before a sealed push, pop's key check, the count of messages waiting for a key
+    queen.queue("sealed").configure(c -> c.encryption(true));
+    for (int i = 0; i < 10; i++) {
+      queen.queue("sealed").partition("s" + (i % 3)).push(Map.of("i", i));
+    }
+    List<Message> sealed = queen.queue("sealed").consumer().batch(10).partitions(3).pop();
+    assertThat(sealed).isNotEmpty();
+    queen.ack(sealed);
 
     queen.deadLetters(q).group("manual").count();
     queen.status();

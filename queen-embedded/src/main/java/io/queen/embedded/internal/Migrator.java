@@ -61,7 +61,7 @@ public final class Migrator {
       List.of("V1__baseline.sql"),
       // dependencies first: a language sql function's body is checked when it is created
       List.of("refresh_pending.sql", "dead_letter.sql", "ensure_queue.sql", "ensure_group.sql", "group_expiry.sql",
-          "partitions_queue_exists.sql", "queues_delete_partitions.sql", "remove_empty_partitions.sql",
+          "partitions_queue_exists.sql", "queues_delete_partitions.sql", "queue_sealed.sql", "remove_empty_partitions.sql",
           "push.sql", "push_fast.sql", "push_partition.sql", "pop.sql", "ack.sql", "renew.sql", "release.sql",
           "shrink_lease.sql", "seek.sql", "retention_step.sql",
           "kv_check.sql", "kv_value.sql", "kv_expiry.sql", "kv_put.sql", "kv_put_if_absent.sql", "kv_incr.sql",

@@ -99,7 +99,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
         : new MicrometerMetrics(config.meterRegistry(), config.meterTags()), config.meterTags());
     this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
         config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));
-    this.status = new StatusReader(ds, broker.schema());
+    this.status = new StatusReader(ds, broker.schema(), broker.cipher().ids());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
     this.kvStore = Extensions.kvStore(this);
     this.kv = Extensions.kv(this, kvStore);
@@ -167,6 +167,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
       Migrator.migrate(ds, config.schema(), schemaModules());
       QueenImpl q = new QueenImpl(config, ds, own);
       started = q;
+      // before anything runs: a node whose key is not one of the cluster's must not start
+      q.broker.keys().onStart(config.adoptEncryptionKey());
       q.liveness.register(); // refuses an id a live node holds; takes over a dead one's leases
       q.liveness.onOthersAlive(q.wakeups::othersAlive);
       q.liveness.start((role, r) -> q.newDaemon(role, r));

@@ -80,6 +80,10 @@ public final class Broker {
   private final long pushRetryNanos;
   private final io.queen.PayloadTypes types;
   private final PayloadCipher cipher;
+  /** The cluster's key list, which this node's current key must be on before it seals a push. */
+  private final KeyRegistry keys;
+  /** The ids of the keys this node holds, as pop takes them: it leases no partition whose next message needs another. */
+  private final String[] keyIds;
   /** Whether a queue has encryption on, as this node last read it, until when (System.nanoTime). */
   private final java.util.concurrent.ConcurrentHashMap<String, EncryptionView> encryptedQueues =
       new java.util.concurrent.ConcurrentHashMap<>();
@@ -112,6 +116,7 @@ public final class Broker {
       int maxPayloadBytes, Duration pushRetryWindow, io.queen.PayloadTypes types, PayloadCipher cipher) {
     this.ds = ds;
     this.cipher = Objects.requireNonNull(cipher, "cipher must not be null");
+    this.keyIds = cipher.ids().toArray(new String[0]);
     this.types = Objects.requireNonNull(types, "types must not be null");
     this.pushRetryNanos = pushRetryWindow.toNanos();
     this.maxPayloadBytes = maxPayloadBytes;
@@ -121,6 +126,7 @@ public final class Broker {
     this.codec = codec;
     this.node = node;
     this.wakeups = wakeups;
+    this.keys = new KeyRegistry(ds, this.schema, cipher, node);
     this.pushSql = "select idx, status, message_id, partition_id, msg_offset from " + this.schema
         + ".push(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?, ?::uuid[], ?::text[], ?::int4[],"
         + " ?::text[], ?::uuid[], ?::int4[])";
@@ -133,7 +139,7 @@ public final class Broker {
     // pop returns each row with its payload type, version and encryption key id
     this.popSql = "select partition_name, partition_id, msg_offset, message_id, transaction_id, trace_id, payload::text,"
         + " created_at, lease_id, attempt, payload_type, payload_version, key_id from " + this.schema
-        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[])";
+        + ".pop(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[])";
     this.ackSql = "select idx, outcome from " + this.schema
         + ".ack(?::bigint[], ?::text[], ?::bigint[], ?::text[]::uuid[], ?::text[], ?::text[])";
     // the consume loop's acks leave a busy partition's has_pending flag set (it pops the partitions pushes name)
@@ -363,6 +369,11 @@ public final class Broker {
   /** The node's payload cipher (its current and older keys). */
   public PayloadCipher cipher() {
     return cipher;
+  }
+
+  /** The cluster's key list as this node checks it. */
+  public KeyRegistry keys() {
+    return keys;
   }
 
   static String noKey(String queue, String what) {
@@ -856,6 +867,9 @@ public final class Broker {
       if (!qs[i].equals(last)) {
         last = qs[i];
         lastOn = encrypted(last, "push");
+        if (lastOn && cipher.canSeal()) {
+          keys.requireListed(last);
+        }
       }
       if (lastOn) {
         if (!cipher.canSeal()) {
@@ -1030,11 +1044,19 @@ public final class Broker {
         } else {
           st.setArray(12, c.createArrayOf("text", r.hints()));
         }
+        // every pop names the keys this node holds (none: an empty list), so that it leases no partition whose next
+        // message it could not open
+        st.setArray(13, c.createArrayOf("text", keyIds));
         List<Popped> out = new ArrayList<>();
         long last = -1;
         try (ResultSet rs = st.executeQuery()) {
           reportDeadLetters(st);
           while (rs.next()) {
+            if (rs.getObject(4) == null) {
+              // no message: the scan passed over partitions that wait for a key this node lacks, up to this one
+              last = rs.getLong(2);
+              continue;
+            }
             String text = rs.getString(7);
             String keyId = rs.getString(13);
             JsonNode payload = null;
@@ -1079,10 +1101,12 @@ public final class Broker {
   private record Popped(Message message, String error, String missingKey) {}
 
   /**
-   * A pop that met messages sealed under a key this node does not hold gives back every lease it took, without
-   * counting an attempt, and refuses with {@link io.queen.EncryptionException}: the messages stay for a node that
-   * has the key. (Auto-acked rows, whose cursor has already moved, go the way of undecodable ones: a dead-letter
-   * row and a WARN, never silently.)
+   * The pop statement is given the ids of this node's keys and returns no message sealed under another key: it leases
+   * no partition whose next message needs one, and cuts a range before such a message, so those wait for a node with
+   * the key while the other partitions are served. Should a popped row still name a key this node lacks, every lease
+   * of the pop is given back without counting an attempt and the pop refuses with
+   * {@link io.queen.EncryptionException} naming the key ids. (Auto-acked rows, whose cursor has already moved, go the
+   * way of undecodable ones: a dead-letter row and a WARN, never silently.)
    */
   private void refuseMissingKeys(PopRequest r, List<Popped> popped) {
     String keyId = null;

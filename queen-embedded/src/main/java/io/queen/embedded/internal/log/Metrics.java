@@ -59,6 +59,12 @@ public interface Metrics {
   default void groupLag(String queue, String group, long lag, double pendingAgeSeconds, boolean alert) {}
 
   /**
+   * The messages of a queue that wait for a key this node does not hold (read every ten seconds on every node; 0
+   * once none wait).
+   */
+  default void waitingForKey(String queue, long messages) {}
+
+  /**
    * A pass of this node's receipt janitor: the push receipts it removed, the receipts left (PostgreSQL's estimate of the
    * table's rows) and the age of the oldest left (seconds, 0 when none).
    */

@@ -17,7 +17,9 @@ import org.slf4j.LoggerFactory;
  * Every {@link #PERIOD_MS} on every node: reads each group's lag and pending age ({@link StatusReader#lag}, which
  * reads only the cursors that have work) and the queues' retention state, sets the gauges, and watches the lag
  * alarm: a group whose oldest pending message is older than its queue's {@code pendingAlertAfter} is logged once
- * at WARN when it crosses the threshold and once at INFO when it is back under it (per node). The gauges of a group or
+ * at WARN when it crosses the threshold and once at INFO when it is back under it (per node). It also counts, per
+ * queue, the messages waiting for a key this node does not hold (a gauge, and a WARN when a queue starts to have
+ * some). The gauges of a group or
  * queue deleted since the previous pass are removed, with the group's counters and pop position. A queue this node
  * keeps something of (meters, an options view, a pop position, a wake-up signal) and that no longer exists is
  * forgotten once two passes in a row found it missing (one would forget a queue this node's push is creating at that
@@ -40,6 +42,8 @@ public final class GroupWatch implements Runnable {
   private Set<String> retentionSeen = Set.of();
   /** Queues this node holds something of that the previous pass found missing. */
   private Set<String> missingBefore = Set.of();
+  /** The queues that had messages waiting for a key at the previous pass. */
+  private Set<String> waitingSeen = Set.of();
   private final Broker broker;
   private final String queuesSql;
   private boolean failing;
@@ -87,6 +91,7 @@ public final class GroupWatch implements Runnable {
         }
       }
       groupsSeen = seen;
+      watchWaitingForKey();
       Set<String> queues = new HashSet<>();
       Sql.autoCommit(ds, "retention state", c -> {
         try (PreparedStatement st = c.prepareStatement(stateSql); ResultSet rs = st.executeQuery()) {
@@ -119,6 +124,31 @@ public final class GroupWatch implements Runnable {
             Sql.describe(e), PERIOD_MS);
       }
     }
+  }
+
+  /**
+   * Sets the gauge of messages waiting for a key this node does not hold, per queue (0 for a queue where they waited
+   * at the previous pass and wait no more), and logs once at WARN when a queue starts to have such messages and once
+   * at INFO when it has none again.
+   */
+  private void watchWaitingForKey() {
+    java.util.Map<String, java.util.Map<String, Long>> waiting = reader.waitingForKey();
+    for (java.util.Map.Entry<String, java.util.Map<String, Long>> e : waiting.entrySet()) {
+      long n = e.getValue().values().stream().mapToLong(Long::longValue).sum();
+      metrics.waitingForKey(e.getKey(), n);
+      if (!waitingSeen.contains(e.getKey())) {
+        LOG.warn("{} - queue '{}' has {} message(s) waiting for key id(s) {}, which this node does not hold: a pop"
+            + " leases none of their partitions, and they wait for a node that holds the key (or for this node with"
+            + " it in oldEncryptionKeys(...))", node, e.getKey(), n, new java.util.TreeSet<>(e.getValue().keySet()));
+      }
+    }
+    for (String q : waitingSeen) {
+      if (!waiting.containsKey(q)) {
+        metrics.waitingForKey(q, 0);
+        LOG.info("{} - queue '{}' has no message waiting for a key any more", node, q);
+      }
+    }
+    waitingSeen = Set.copyOf(waiting.keySet());
   }
 
   /** Forgets the queues this node holds something of that two passes in a row found missing. */

@@ -217,6 +217,15 @@ public final class MetricsSwitch implements Metrics {
   }
 
   @Override
+  public void waitingForKey(String queue, long messages) {
+    try {
+      delegate.waitingForKey(queue, messages);
+    } catch (RuntimeException | LinkageError e) {
+      off(e);
+    }
+  }
+
+  @Override
   public void retentionState(String queue, double oldestAgeSeconds, String heldBy) {
     try {
       delegate.retentionState(queue, oldestAgeSeconds, heldBy);

@@ -26,7 +26,8 @@ import java.util.function.BooleanSupplier;
  * {@code queen.messages.pushed|delivered|acked|failed|dead_lettered}, timers {@code queen.handler.duration} and
  * {@code queen.delivery.latency} (push to delivery, database clock at push against this JVM's clock at delivery),
  * per-group gauges {@code queen.group.lag} (messages), {@code queen.group.pending.age} (seconds) and
- * {@code queen.group.pending.alert} (0/1), refreshed by {@link GroupWatch}, retention meters and the listener gauge.
+ * {@code queen.group.pending.alert} (0/1) and the per-queue gauge {@code queen.messages.waiting_for_key} (messages),
+ * refreshed by {@link GroupWatch}, retention meters and the listener gauge.
  */
 public final class MicrometerMetrics implements Metrics {
 
@@ -183,6 +184,11 @@ public final class MicrometerMetrics implements Metrics {
   @Override
   public void retentionLost(String queue, String group, long n) {
     counter("queen.retention.lost", queue, group).increment(n);
+  }
+
+  @Override
+  public void waitingForKey(String queue, long messages) {
+    gauge("queen.messages.waiting_for_key", queue, null, BaseUnits.MESSAGES).set(messages);
   }
 
   @Override

@@ -25,6 +25,9 @@ public final class StatusReader {
   private final DataSource ds;
   private final String s;
   private final String lagSql;
+  private final String waitingSql;
+  /** The ids of the keys this node holds: a message sealed under another waits for a node that holds it. */
+  private final String[] keyIds;
 
   /** One group's lag: messages after its cursors, and the age of its oldest pending message. */
   record GroupLag(long queueId, String queue, String group, long lag, Duration pendingAge, Duration alertAfter) {
@@ -33,9 +36,27 @@ public final class StatusReader {
     }
   }
 
-  public StatusReader(DataSource ds, String quotedSchema) {
+  /**
+   * @param keyIds the ids of the keys this node holds
+   */
+  public StatusReader(DataSource ds, String quotedSchema, java.util.Set<String> keyIds) {
     this.ds = ds;
     this.s = quotedSchema;
+    this.keyIds = keyIds.toArray(new String[0]);
+    // Only queues that have had encryption on (queues.sealed) can hold sealed messages. In each partition with work
+    // for some group, the next message of the group furthest behind is looked up by key: sealed under a key this node
+    // does not hold, it and every message after it wait (pop leases no such partition). Cost: a look-up per partition
+    // with work in such queues, through cursors_ready, whatever the backlog.
+    this.waitingSql = "select q.name, m.key_id, sum(p.next_offset - 1 - p.lo)::bigint"
+        + " from " + s + ".queues q"
+        + " cross join lateral (select c.partition_id, min(c.committed_offset) as committed from " + s + ".cursors c"
+        + "   where c.queue_id = q.id and c.has_pending group by c.partition_id) cu"
+        + " cross join lateral (select p0.next_offset, greatest(cu.committed, p0.first_offset - 1) as lo from " + s
+        + ".partitions p0 where p0.id = cu.partition_id offset 0) p"
+        + " cross join lateral (select m0.key_id from " + s + ".messages m0 where m0.partition_id = cu.partition_id"
+        + "   and m0.\"offset\" = p.lo + 1 offset 0) m"
+        + " where q.sealed and m.key_id is not null and not (m.key_id = any(?::text[]))"
+        + " group by q.name, m.key_id";
     // Only the cursors flagged has_pending can be behind (push sets the flag on every cursor of its partition
     // that has it false; it is cleared only when the cursor is at the end, and only once the partition has
     // had no push for 100 ms), so this reads the cursors_ready index and costs in proportion to the partitions that
@@ -73,6 +94,31 @@ public final class StatusReader {
       }
     }
     return out;
+  }
+
+  /**
+   * The messages waiting for a key this node does not hold: queue name to key id to messages (see
+   * {@link Status.QueueStatus#waitingForKey()}); only queues where some wait. Read in the caller's transaction.
+   */
+  Map<String, Map<String, Long>> waitingForKey(Connection c) throws SQLException {
+    Map<String, Map<String, Long>> out = new HashMap<>();
+    try (PreparedStatement st = c.prepareStatement(waitingSql)) {
+      st.setArray(1, c.createArrayOf("text", keyIds));
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          out.computeIfAbsent(rs.getString(1), k -> new HashMap<>()).put(rs.getString(2), rs.getLong(3));
+        }
+      }
+    }
+    return out;
+  }
+
+  /** The messages waiting for a key this node does not hold, in their own read (see {@link #waitingForKey(Connection)}). */
+  Map<String, Map<String, Long>> waitingForKey() {
+    return Sql.inTransaction(ds, "messages waiting for a key", c -> {
+      Sql.indexPlansOnly(c);
+      return waitingForKey(c);
+    });
   }
 
   /** Every group's lag, in its own read. */
@@ -133,6 +179,7 @@ public final class StatusReader {
       groups.computeIfAbsent(g.queueId(), k -> new ArrayList<>()).add(new Status.GroupStatus(g.group(), g.lag(),
           g.pendingAge(), n[0], n[1], g.alert(), lost.getOrDefault(key, 0L), l));
     }
+    Map<String, Map<String, Long>> waiting = waitingForKey(c);
     List<Status.QueueStatus> queues = new ArrayList<>();
     try (PreparedStatement st = c.prepareStatement("select q.id, q.name, q.lease_time_ms, q.retry_limit,"
         + " q.retry_delay_ms, q.dead_letter, q.delayed_processing_ms, q.window_buffer_ms, q.max_size,"
@@ -157,7 +204,8 @@ public final class StatusReader {
               offset, rs.getString(19), checked.toInstant());
         }
         queues.add(new Status.QueueStatus(rs.getString(2), cfg, rs.getLong(14), rs.getLong(15),
-            List.copyOf(groups.getOrDefault(rs.getLong(1), List.of())), retention));
+            List.copyOf(groups.getOrDefault(rs.getLong(1), List.of())), retention,
+            waiting.getOrDefault(rs.getString(2), Map.of())));
       }
     }
     return new Status(now, List.copyOf(queues));

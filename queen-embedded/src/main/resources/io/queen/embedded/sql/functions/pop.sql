@@ -4,12 +4,16 @@
 -- partition; p_hints (the consume loop) names the partitions it was told of, looked up first. A lease that expired,
 -- or whose node stopped heartbeating, counts one attempt for its head message (unless the group counts attempts
 -- itself), and past retryLimit the head goes to the dead letters. p_auto_ack moves the cursor at once. A queue that
--- does not exist returns nothing and creates nothing. The eleven-argument form is the same without hints.
+-- does not exist returns nothing and creates nothing. p_keys names the ids of the keys the caller holds (null: no
+-- check): in a queue that has had encryption on (queues.sealed) no partition whose next message is sealed under another
+-- key is leased, and a range ends before such a message, so a partition waiting for a key holds up no other; a scan
+-- that took nothing but passed over such partitions returns one row without a message (message_id null) naming the
+-- last of them, where the caller's next scan starts. The eleven-argument form is the same without hints or keys.
 
 create or replace function ${schema}.pop(p_queue text, p_group text, p_batch integer, p_max_partitions integer,
                                          p_partition text, p_lease_ms bigint, p_owner text, p_mode text,
                                          p_from timestamp with time zone, p_auto_ack boolean, p_after bigint,
-                                         p_hints text[])
+                                         p_hints text[], p_keys text[] default null::text[])
 returns table(partition_name text, partition_id bigint, msg_offset bigint, message_id uuid, transaction_id text,
               trace_id text, payload jsonb, created_at timestamp with time zone, lease_id uuid, attempt integer,
               payload_type text, payload_version integer, key_id text)
@@ -44,6 +48,10 @@ declare
   v_hint_ids bigint[];
   v_taken int := 0;
   v_tid tid;
+  v_redrive boolean;
+  v_key text;
+  v_sealed_at bigint;
+  v_passed_over bigint;
 begin
   if not p_auto_ack then
     -- a lease lost in a database crash only makes its messages deliverable again sooner, so the pop
@@ -229,7 +237,16 @@ begin
         from ${schema}.redeliveries r
        where r.partition_id = c.pid and r.group_name = p_group and (r.retry_at is null or r.retry_at <= now())
        order by r."offset" limit 1;
-      if found then
+      v_redrive := found;
+      if v_redrive and q.sealed and p_keys is not null then
+        -- a redriven message this caller cannot open is left for a node that can: no lease, no attempt
+        select m.key_id into v_key from ${schema}.messages m where m.partition_id = c.pid and m."offset" = rd."offset";
+        if v_key is not null and not (v_key = any(p_keys)) then
+          v_passed_over := c.pid;
+          continue;
+        end if;
+      end if;
+      if v_redrive then
         v_lease := case when p_auto_ack then null else gen_random_uuid() end;
         if p_auto_ack then
           delete from ${schema}.redeliveries r
@@ -261,6 +278,23 @@ begin
            and m.created_at > now() - ((q.delayed_processing_ms) * interval '1 millisecond');
         if v_delay_cut is not null then
           v_hi := v_delay_cut;
+        end if;
+      end if;
+
+      if q.sealed and p_keys is not null and v_hi > v_committed then
+        -- the range stops before the first message sealed under a key the caller does not hold; a partition whose
+        -- head is one is passed over (no lease, no attempt, its flag kept) and waits for a node with the key, while
+        -- this pop goes on to the next candidate
+        select min(m."offset") into v_sealed_at
+          from ${schema}.messages m
+         where m.partition_id = c.pid and m."offset" between v_committed + 1 and v_hi
+           and m.key_id is not null and not (m.key_id = any(p_keys));
+        if v_sealed_at is not null then
+          if v_sealed_at = v_committed + 1 then
+            v_passed_over := c.pid;
+            continue;
+          end if;
+          v_hi := v_sealed_at - 1;
         end if;
       end if;
 
@@ -311,6 +345,13 @@ begin
                      or v_taken >= p_max_partitions or v_fetched >= p_max_partitions + 64;
     v_pass := 2;
   end loop;
+  -- a scan that took nothing, having passed over partitions that wait for a key, says where it stopped in a row
+  -- without a message (message_id null): the caller's next scan starts after them instead of at them again, so a run
+  -- of such partitions longer than a scan looks at holds up the ones behind it by a pop, not for good
+  if v_taken = 0 and v_passed_over is not null and p_partition is null and p_hints is null then
+    return query select null::text, v_passed_over, null::bigint, null::uuid, null::text, null::text, null::jsonb,
+                        null::timestamptz, null::uuid, null::int, null::text, null::int, null::text;
+  end if;
 end $$;
 
 create or replace function ${schema}.pop(p_queue text, p_group text, p_batch integer, p_max_partitions integer,

@@ -10,7 +10,7 @@
 -- partition only to clear has_pending; that cannot deadlock with push, which locks only cursor rows whose has_pending
 -- is false, while a cursor being acked or popped has it true.
 --
--- requires functions: partitions_queue_exists, queues_delete_partitions
+-- requires functions: partitions_queue_exists, queues_delete_partitions, queue_sealed
 
 create table ${schema}.queues (
   id                        bigint generated always as identity primary key,
@@ -27,7 +27,24 @@ create table ${schema}.queues (
   completed_retention_ms    bigint not null default 0,
   allow_drop_past_committed boolean not null default false,
   pending_alert_after_ms    bigint not null default 0,
-  encryption                boolean not null default false
+  encryption                boolean not null default false,
+  -- the queue has had encryption on (set by the trigger queues_sealed, never cleared), so it may hold sealed payloads
+  -- even after encryption was switched off: only such queues pay for pop's key check
+  sealed                    boolean not null default false
+);
+
+create trigger queues_sealed before insert or update of encryption on ${schema}.queues
+  for each row when (new.encryption) execute function ${schema}.queue_sealed();
+
+-- The ids of the keys the cluster seals payloads with (an id is 16 hex digits of SHA-256 over a label and the key: it
+-- names a key and reveals nothing of it). A node whose key is not listed refuses to start while the table lists any
+-- id, and refuses to seal a push while its id is not listed; a key is listed only by a node started with
+-- adoptEncryptionKey() (the first key of a cluster, or the next one of a rotation, which that node proves by holding a
+-- listed key too).
+create table ${schema}.encryption_keys (
+  key_id     text primary key check (key_id ~ '^[0-9a-f]{16}$'),
+  adopted_at timestamptz not null default now(),
+  adopted_by text not null
 );
 
 -- No foreign key to queues: a push that creates 1,000 partitions would check it 1,000 times, taking the queue row's

@@ -40,7 +40,7 @@ class GroupLagCostProbe {
             + " from queen.partitions p");
         st.execute("analyze");
       }
-      StatusReader reader = new StatusReader(ds, "queen");
+      StatusReader reader = new StatusReader(ds, "queen", java.util.Set.of());
       time("lag, 10% of 100,000 partitions behind", reader);
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
         st.execute("update queen.cursors set committed_offset = -1, has_pending = true where group_name = 'busy'");

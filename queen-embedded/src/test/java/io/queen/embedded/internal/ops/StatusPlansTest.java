@@ -52,7 +52,7 @@ class StatusPlansTest {
       // two of the 10 leased by a pop of the group
       assertThat(queen.queue("wide").group("g").batch(2).partitions(2).pop()).hasSize(2);
 
-      StatusReader reader = new StatusReader(ds, S);
+      StatusReader reader = new StatusReader(ds, S, java.util.Set.of());
       try (Connection c = ds.getConnection()) {
         clearPendingStatistics(c);
         c.setAutoCommit(false);

@@ -20,7 +20,7 @@ final class Watches {
   static GroupWatch groups(Queen queen) {
     QueenImpl node = (QueenImpl) queen;
     String schema = node.broker().schema();
-    return new GroupWatch(node.nodeId(), node.dataSource(), schema, new StatusReader(node.dataSource(), schema),
+    return new GroupWatch(node.nodeId(), node.dataSource(), schema, new StatusReader(node.dataSource(), schema, node.broker().cipher().ids()),
         node.metrics(), node.broker());
   }
 
