@@ -454,6 +454,11 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
   }
 
+  /** The status reader, for a queue's partitions. */
+  StatusReader statusReader() {
+    return status;
+  }
+
   /** The address the HTTP surface listens on, or null when the builder did not ask for it. */
   public java.net.InetSocketAddress httpAddress() {
     io.queen.embedded.internal.http.HttpSurface h = http;
@@ -585,7 +590,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     checkOpen();
     Status s = status.read();
     io.queen.embedded.spi.ConnectorPlugin p = connectors;
-    return p == null ? s : new Status(s.takenAt(), s.queues(), p.connectors().status());
+    return p == null ? s : new Status(s.takenAt(), s.queues(), p.connectors().status(), s.nodes());
   }
 
   @Override

@@ -131,6 +131,39 @@ class HttpRoutesTest {
   }
 
   @Test
+  void partitionsWithTheirCursorsAndNodesWithTheirLeases(DataSource ds) {
+    start(ds, HttpOptions.port(0));
+    for (String p : List.of("a", "b", "c")) {
+      queen.queue("parts").partition(p).push(java.util.Map.of("p", p));
+    }
+    List<Message> leased = queen.queue("parts").group("g").subscription(io.queen.SubscriptionMode.ALL).pop();
+    assertThat(leased).hasSize(1);
+
+    JsonNode page = http.get("/api/v1/queues/parts/partitions?limit=2").json();
+    assertThat(page.get("partitions")).extracting(p -> p.get("name").asText()).containsExactly("a", "b");
+    assertThat(page.get("next").asText()).isEqualTo("b");
+    JsonNode a = page.get("partitions").get(0);
+    assertThat(a.get("nextOffset").asLong()).isEqualTo(1);
+    assertThat(a.get("cursors").get(0).get("consumerGroup").asText()).isEqualTo("g");
+    assertThat(a.get("cursors").get(0).get("leaseOwner").asText()).isEqualTo(queen.nodeId());
+    assertThat(a.get("cursors").get(0).get("lag").asLong()).isEqualTo(1);
+    JsonNode rest = http.get("/api/v1/queues/parts/partitions?after=b").json();
+    assertThat(rest.get("partitions")).extracting(p -> p.get("name").asText()).containsExactly("c");
+    assertThat(rest.get("next").isNull()).isTrue();
+    assertThat(http.get("/api/v1/queues/nope/partitions").json().get("partitions")).isEmpty();
+
+    JsonNode nodes = http.get("/api/v1/nodes").json().get("nodes");
+    JsonNode me = null;
+    for (JsonNode n : nodes) {
+      me = n.get("id").asText().equals(queen.nodeId()) ? n : me;
+    }
+    assertThat(me).isNotNull();
+    assertThat(me.get("alive").asBoolean()).isTrue();
+    assertThat(me.get("leases").asLong()).isEqualTo(1);
+    assertThat(http.get("/api/v1/queues/parts").json().get("pushed").asLong()).isEqualTo(3);
+  }
+
+  @Test
   void kvCompleteSurfaceAndSugar(DataSource ds) {
     start(ds, HttpOptions.port(0));
     Answer put = http.post("/api/v1/kv", """

@@ -162,7 +162,10 @@ public final class HttpSurface implements AutoCloseable {
     boolean health = path.equals("/health") || path.startsWith("/health/");
     if (!health && expectedAuth != null && !authorized(ex)) {
       if (method.equals("GET") && Routes.isDashboard(path) && options.token() != null) {
-        return Routes.loginPage(); // a browser cannot send a bearer token with a page load: it asks for it once
+        // a browser cannot send a bearer token with a page load: the page asks for it once; the sign-in page's own
+        // style and script (no data in them) are all that is served without it
+        return path.equals("/dashboard/login.js") || path.equals("/dashboard/app.css") ? routes.route(new Request(
+            method, path, Map.of(), ex, 0)) : Routes.loginPage();
       }
       if (options.user() != null) {
         ex.getResponseHeaders().set("WWW-Authenticate", "Basic realm=\"queen\", charset=\"UTF-8\"");

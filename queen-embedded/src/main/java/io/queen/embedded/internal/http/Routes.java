@@ -112,6 +112,10 @@ final class Routes {
         return connectors(r, m, rest);
       case "queues":
         return queues(r, m, rest);
+      case "nodes":
+        need(m, "GET");
+        r.allowQuery();
+        return Reply.ok(Views.obj().set("nodes", Views.nodes(queen.status().nodes())));
       default:
         throw notFound(r);
     }
@@ -171,7 +175,7 @@ final class Routes {
 
   private Reply status() {
     Status st = queen.status();
-    return Reply.ok(Views.status(st, queen.nodeId(), st.connectors()));
+    return Reply.ok(Views.status(st, queen.nodeId(), st.connectors()).put("readOnly", readOnly));
   }
 
   private Reply prometheus() {
@@ -634,6 +638,17 @@ final class Routes {
         throw new HttpError(404, "queue_not_found", "no queue '" + clip(queue) + "'");
       }
       return Reply.ok(Views.queue(q));
+    }
+    if (rest.size() == 2 && rest.get(1).equals("partitions")) {
+      need(m, "GET");
+      r.allowQuery("after", "limit");
+      ArrayNode ps = Views.arr();
+      List<Status.PartitionStatus> page = queen.queue(queue).partitions(r.query.get("after"), intParam(r, "limit", 100));
+      page.forEach(x -> ps.add(Views.partition(x)));
+      ObjectNode n = Views.obj();
+      n.set("partitions", ps);
+      n.put("next", page.size() == intParam(r, "limit", 100) ? page.get(page.size() - 1).name() : null);
+      return Reply.ok(n);
     }
     if (!rest.get(1).equals("dead-letters")) {
       throw notFound(r);

@@ -141,7 +141,8 @@ final class Views {
   }
 
   static ObjectNode queue(Status.QueueStatus q) {
-    ObjectNode n = obj().put("name", q.name()).put("partitions", q.partitions()).put("messages", q.messages());
+    ObjectNode n = obj().put("name", q.name()).put("partitions", q.partitions()).put("messages", q.messages())
+        .put("pushed", q.pushed());
     long lag = 0;
     long oldest = 0;
     long dead = 0;
@@ -189,6 +190,29 @@ final class Views {
     ArrayNode cs = arr();
     connectors.forEach(c -> cs.add(connectorStatus(c)));
     n.set("pg", obj().set("connectors", cs));
+    n.set("nodes", nodes(st.nodes()));
+    return n;
+  }
+
+  static ArrayNode nodes(List<Status.NodeStatus> nodes) {
+    ArrayNode a = arr();
+    for (Status.NodeStatus n : nodes) {
+      a.add(obj().put("id", n.id()).put("startedAt", time(n.startedAt())).put("heartbeatAt", time(n.heartbeatAt()))
+          .put("alive", n.alive()).put("version", n.version()).put("leases", n.leases()));
+    }
+    return a;
+  }
+
+  static ObjectNode partition(Status.PartitionStatus p) {
+    ObjectNode n = obj().put("name", p.name()).put("id", p.id()).put("firstOffset", p.firstOffset())
+        .put("nextOffset", p.nextOffset()).put("lastMessageAt", time(p.lastMessageAt()));
+    ArrayNode cs = arr();
+    for (Status.CursorStatus c : p.cursors()) {
+      cs.add(obj().put("consumerGroup", c.group()).put("committedOffset", c.committedOffset()).put("lag", c.lag())
+          .put("leaseOwner", c.leaseOwner()).put("leaseExpiresAt", time(c.leaseExpiresAt()))
+          .put("attempts", c.attempts()));
+    }
+    n.set("cursors", cs);
     return n;
   }
 
