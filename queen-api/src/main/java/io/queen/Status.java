@@ -11,6 +11,7 @@ import java.util.List;
  * @param queues every queue
  * @param connectors every connector as this node sees it (its phase here, this node's counters; the same as
  *     {@code connectors().status()}); empty on a node without queen-pgconn
+ * @param nodes every node with a heartbeat row (a node that closed cleanly has none), by id
  */
 public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorStatus> connectors,
     List<NodeStatus> nodes) {

@@ -237,4 +237,22 @@ class HttpSeedFlowsTest {
         .doesNotContain("bad-one", "Bad_Name", "leaky");
     assertThat(http.get("/api/v1/connectors/bad-one").status()).isEqualTo(404);
   }
+
+  @Test
+  void aConnectorInErrorMakesTheNodeNotReady() {
+    Answer put = http.put("/api/v1/connectors/no-table", """
+        {"kind": "sink", "sink": {"queue": "nowhere", "table": "public.no_such_table", "mode": "append"}}""");
+    assertThat(put.status()).as(put.toString()).isEqualTo(200);
+    await().atMost(Duration.ofSeconds(30)).until(() -> http.get("/health/ready").status() == 503);
+    JsonNode ready = http.get("/health/ready").json();
+    assertThat(ready.get("status").asText()).isEqualTo("not_ready");
+    assertThat(ready.get("checks").get("connectorsInError").asInt()).isPositive();
+    assertThat(ready.get("checks").get("database").asBoolean()).isTrue();
+    JsonNode st = http.get("/api/v1/connectors/no-table").json().get("status");
+    assertThat(st.get("phase").asText()).isEqualTo("error");
+    assertThat(st.get("errorCode").asText()).isNotEmpty();
+    assertThat(http.get("/health/live").status()).isEqualTo(200);
+    assertThat(http.delete("/api/v1/connectors/no-table").status()).isEqualTo(200);
+    await().atMost(Duration.ofSeconds(30)).until(() -> http.get("/health/ready").status() == 200);
+  }
 }

@@ -315,6 +315,37 @@ class HttpRoutesTest {
   }
 
   @Test
+  void withATokenTheDashboardAsksForItAndTakesItFromItsCookie(DataSource ds) {
+    start(ds, HttpOptions.port(0).token(TOKEN));
+    Answer page = http.get("/");
+    assertThat(page.status()).isEqualTo(401);
+    assertThat(page.headers().firstValue("Content-Type")).hasValueSatisfying(v -> assertThat(v).startsWith("text/html"));
+    assertThat(page.body()).contains("id=\"login\"").doesNotContain("queue-table");
+    assertThat(http.get("/dashboard/login.js").status()).isEqualTo(200); // the sign-in page's own script
+    assertThat(http.get("/dashboard/app.js").body()).doesNotContain("refresh"); // the rest is the sign-in page
+    http.auth(null);
+    Answer withCookie = http.send("GET", "/", null, new byte[0], "Cookie", "queen_token=" + TOKEN);
+    assertThat(withCookie.status()).isEqualTo(200);
+    assertThat(withCookie.body()).contains("queue-table");
+    assertThat(http.send("GET", "/api/v1/status", null, new byte[0], "Cookie", "queen_token=nope-nope-nope-nope")
+        .status()).isEqualTo(401);
+    assertThat(http.get("/dashboard/nothing.js").status()).isEqualTo(401);
+  }
+
+  @Test
+  void prometheusMetricsWhenTheRegistryIsPrometheus(DataSource ds) {
+    var registry = new io.micrometer.prometheusmetrics.PrometheusMeterRegistry(
+        io.micrometer.prometheusmetrics.PrometheusConfig.DEFAULT);
+    queen = EmbeddedQueen.builder().dataSource(ds).meterRegistry(registry).http(HttpOptions.port(0)).start();
+    http = new HttpCalls(EmbeddedQueen.httpAddress(queen).orElseThrow());
+    queen.queue("metered").partition("p").push(java.util.Map.of("n", 1));
+    Answer m = http.get("/metrics/prometheus");
+    assertThat(m.status()).isEqualTo(200);
+    assertThat(m.headers().firstValue("Content-Type")).hasValueSatisfying(v -> assertThat(v).startsWith("text/plain"));
+    assertThat(m.body()).contains("queen_");
+  }
+
+  @Test
   void basicAuthAndReadOnly(DataSource ds) {
     start(ds, HttpOptions.port(0).basicAuth("ops", "correct-horse").readOnly(true));
     String good = "Basic " + Base64.getEncoder().encodeToString("ops:correct-horse".getBytes(StandardCharsets.UTF_8));

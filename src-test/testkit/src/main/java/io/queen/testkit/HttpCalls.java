@@ -67,10 +67,14 @@ public final class HttpCalls {
         .PUT(HttpRequest.BodyPublishers.ofString(json)));
   }
 
-  public Answer send(String method, String path, String contentType, byte[] body) {
+  /** Any request; {@code headers} are name/value pairs added to it. */
+  public Answer send(String method, String path, String contentType, byte[] body, String... headers) {
     HttpRequest.Builder b = builder(path).method(method, HttpRequest.BodyPublishers.ofByteArray(body));
     if (contentType != null) {
       b.header("Content-Type", contentType);
+    }
+    for (int i = 0; i + 1 < headers.length; i += 2) {
+      b.header(headers[i], headers[i + 1]);
     }
     return send(b);
   }

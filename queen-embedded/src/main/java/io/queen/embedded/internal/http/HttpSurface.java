@@ -221,7 +221,7 @@ public final class HttpSurface implements AutoCloseable {
     if (e instanceof QueueFullException) {
       return Reply.error(409, "queue_full", e.getMessage(), null);
     }
-    if (e instanceof IllegalArgumentException || e instanceof NullPointerException) {
+    if (e instanceof IllegalArgumentException) {
       return Reply.error(400, "invalid_request", String.valueOf(e.getMessage()), null);
     }
     if (e instanceof UnsupportedOperationException) {
