@@ -235,6 +235,18 @@ class HttpSeedFlowsTest {
     assertThat(secret.body()).doesNotContain("hunter2-secret");
     assertThat(http.get("/api/v1/connectors").json().get("connectors")).extracting(n -> n.get("name").asText())
         .doesNotContain("bad-one", "Bad_Name", "leaky");
+    // a password on a node without an encryption key: the connector's own code, and nothing stored
+    try (Queen keyless = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(null).runConnectors(false)
+        .http(HttpOptions.port(0)).start()) {
+      Answer refused = new HttpCalls(EmbeddedQueen.httpAddress(keyless).orElseThrow()).put("/api/v1/connectors/keyless",
+          """
+          {"kind": "sink", "connection": {"host": "h", "database": "d", "user": "u", "password": "hunter2-secret"},
+           "sink": {"queue": "q", "table": "public.t", "mode": "upsert"}}""");
+      assertThat(refused.status()).as(refused.toString()).isEqualTo(409);
+      assertThat(refused.json().get("code").asText()).isEqualTo("no_encryption_key");
+      assertThat(refused.body()).doesNotContain("hunter2-secret");
+    }
+    assertThat(http.get("/api/v1/connectors/keyless").status()).isEqualTo(404);
     assertThat(http.get("/api/v1/connectors/bad-one").status()).isEqualTo(404);
   }
 

@@ -215,6 +215,10 @@ public final class HttpSurface implements AutoCloseable {
     if (e instanceof InvalidConnectorException ic) {
       return Reply.error(400, "invalid_connector", ic.getMessage(), ic.field());
     }
+    if (e instanceof io.queen.ConnectorException ce) {
+      // cannot be done on this node (no encryption key, a wrong one): the connector's own code and its fix
+      return Reply.error(409, ce.code(), ce.getMessage(), null);
+    }
     if (e instanceof PayloadSerializationException) {
       return Reply.error(400, "invalid_payload", e.getMessage(), null);
     }
