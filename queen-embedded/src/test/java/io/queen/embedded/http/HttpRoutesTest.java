@@ -377,6 +377,16 @@ class HttpRoutesTest {
   }
 
   @Test
+  void aPortInUseFailsTheStartAndLeavesNothingRunning(DataSource ds) {
+    start(ds, HttpOptions.port(0));
+    int taken = EmbeddedQueen.httpAddress(queen).orElseThrow().getPort();
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).nodeId("second").http(HttpOptions.port(taken))
+        .start()).isInstanceOf(IllegalStateException.class).hasMessageContaining("cannot listen")
+        .hasMessageContaining(String.valueOf(taken));
+    assertThat(http.get("/health").status()).isEqualTo(200); // the first node's server is untouched
+  }
+
+  @Test
   void closingTheNodeClosesTheServer(DataSource ds) {
     start(ds, HttpOptions.port(0));
     assertThat(http.get("/health").status()).isEqualTo(200);
