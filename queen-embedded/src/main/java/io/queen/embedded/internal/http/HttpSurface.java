@@ -50,7 +50,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class HttpSurface implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(HttpSurface.class);
-  static final String API = "/api/v1";
   private static final String NODELAY = "sun.net.httpserver.nodelay";
 
   /** Reads request bodies: duplicate keys refused, decimals kept with their digits (a payload's 12.50 stays 12.50). */
