@@ -33,5 +33,11 @@ public interface DeadLetters {
 
     /** Removes every dead-letter row of the group (the messages stay in their partitions). */
     int purge();
+
+    /**
+     * Removes one dead-letter row of this group (the message stays in its partition, and the group's cursor stays
+     * past it): the operator's "delete" for a letter that needs no redrive. Returns false if the row no longer exists.
+     */
+    boolean delete(DeadLetter deadLetter);
   }
 }

@@ -12,11 +12,18 @@ import java.util.Map;
  * @param queues every queue
  * @param connectors every connector as this node sees it (its phase here, this node's counters; the same as
  *     {@code connectors().status()}); empty on a node without queen-pgconn
+ * @param nodes every node with a heartbeat row (a node that closed cleanly has none), by id
  */
-public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorStatus> connectors) {
+public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorStatus> connectors,
+    List<NodeStatus> nodes) {
   public Status {
     queues = List.copyOf(queues);
     connectors = List.copyOf(connectors);
+    nodes = List.copyOf(nodes);
+  }
+
+  public Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorStatus> connectors) {
+    this(takenAt, queues, connectors, List.of());
   }
 
   /** A snapshot without connectors. */
@@ -38,18 +45,20 @@ public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorSt
    *     each partition of a queue that has had {@code encryption} on, whose next message for its furthest-behind
    *     group is sealed under such a key, that message and every one after it (a pop leases no such partition, so
    *     they wait there for a node with the key). Empty when none wait
+   * @param pushed messages ever pushed to the queue's partitions that exist now (the sum of their next offsets): it
+   *     only grows while no partition is removed, so two readings apart give the push rate
    */
   public record QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups,
-      RetentionStatus retention, Map<String, Long> waitingForKey) {
+      RetentionStatus retention, Map<String, Long> waitingForKey, long pushed) {
     public QueueStatus {
       groups = List.copyOf(groups);
       waitingForKey = Map.copyOf(waitingForKey);
     }
 
-    /** A queue with no message waiting for a key. */
+    /** A queue with no message waiting for a key and no count of pushes. */
     public QueueStatus(String name, QueueConfig config, long partitions, long messages, List<GroupStatus> groups,
         RetentionStatus retention) {
-      this(name, config, partitions, messages, groups, retention, Map.of());
+      this(name, config, partitions, messages, groups, retention, Map.of(), 0);
     }
 
     /** A queue without retention status. */
@@ -121,6 +130,32 @@ public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorSt
   }
 
   /** The queue's entry, if it exists. */
+  /**
+   * A node of the cluster as its heartbeat row shows it: {@code alive} while its heartbeat is within its session
+   * timeout (a node that closed cleanly has no row), and the partition leases it holds now (live leases on partitions
+   * with work, as {@link GroupStatus#leases()} counts them).
+   */
+  public record NodeStatus(String id, Instant startedAt, Instant heartbeatAt, boolean alive, String version,
+      long leases) {}
+
+  /**
+   * One partition of a queue ({@link QueueClient#partitions(String, int)}): its offsets (the next offset to hand out
+   * is also how many messages it has ever taken), the time of its last message, and each group's cursor.
+   */
+  public record PartitionStatus(String name, long id, long firstOffset, long nextOffset, Instant lastMessageAt,
+      List<CursorStatus> cursors) {
+    public PartitionStatus {
+      cursors = List.copyOf(cursors);
+    }
+  }
+
+  /**
+   * A group's cursor on one partition: everything up to {@code committedOffset} is done, {@code lag} messages are
+   * after it, and the lease (owner node and expiry) when one is live; {@code attempts} of the head message.
+   */
+  public record CursorStatus(String group, long committedOffset, long lag, String leaseOwner, Instant leaseExpiresAt,
+      int attempts) {}
+
   public QueueStatus queue(String name) {
     return queues.stream().filter(q -> q.name().equals(name)).findFirst().orElse(null);
   }

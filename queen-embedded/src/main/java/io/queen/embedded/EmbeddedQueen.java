@@ -78,6 +78,15 @@ public final class EmbeddedQueen {
 
   private EmbeddedQueen() {}
 
+  /**
+   * The address a node's HTTP surface listens on (its real port when {@code HttpOptions.port(0)} asked for a free
+   * one), or empty when the node was built without {@code http(...)} or is not an embedded node.
+   */
+  public static java.util.Optional<java.net.InetSocketAddress> httpAddress(Queen queen) {
+    Objects.requireNonNull(queen, "queen must not be null");
+    return queen instanceof QueenImpl q ? java.util.Optional.ofNullable(q.httpAddress()) : java.util.Optional.empty();
+  }
+
   public static Builder builder() {
     return new Builder();
   }
@@ -118,6 +127,7 @@ public final class EmbeddedQueen {
     private final List<String> typeErrors = new java.util.ArrayList<>();
     private List<String> oldKeys;
     private boolean adoptEncryptionKey;
+    private io.queen.embedded.http.HttpOptions http;
 
     private Builder() {}
 
@@ -465,6 +475,15 @@ public final class EmbeddedQueen {
      * @throws io.queen.QueenDatabaseException the database could not be reached or failed
      * @throws io.queen.NodeIdInUseException another live node holds this {@link #nodeId}
      */
+    /**
+     * Serve the HTTP surface and the operator's dashboard from this node (off unless given): see
+     * {@link io.queen.embedded.http.HttpOptions}. The server runs on daemon threads of the node and closes with it.
+     */
+    public Builder http(io.queen.embedded.http.HttpOptions options) {
+      this.http = Objects.requireNonNull(options, "http must not be null");
+      return this;
+    }
+
     public Queen start() {
       return QueenImpl.start(build());
     }
@@ -552,6 +571,9 @@ public final class EmbeddedQueen {
         errors.add("horizonWarnAfter must be 0 (off) or between 1 s and 1 day, was " + human(horizonWarnAfter));
       }
       meterTagErrors(errors, meterTags);
+      if (http != null) {
+        errors.addAll(http.problems());
+      }
       if (!errors.isEmpty()) {
         throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
             + String.join("; ", errors));
@@ -561,7 +583,7 @@ public final class EmbeddedQueen {
           pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
           sessionTimeout, pushReceiptRetention, key, connectorThreads, connectorRefresh, runConnectors,
           sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter, removeEmptyPartitionsAfter,
-          List.copyOf(meterTags), groupIdleExpiry, adoptEncryptionKey);
+          List.copyOf(meterTags), groupIdleExpiry, adoptEncryptionKey, http);
     }
 
     /** Queen's own tag keys: a common tag may not take one of them. */

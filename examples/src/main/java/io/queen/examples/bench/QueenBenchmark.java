@@ -108,14 +108,14 @@ public final class QueenBenchmark {
       "sustained_push_pop", "popack_batch100", "latency", "latency_fresh", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key", "consume_pops", "consume_vs_raw", "consume_claim", "e2e_vs_raw_queue",
       "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact", "source_vs_raw",
-      "source_other_db");
+      "source_other_db", "http_vs_java");
   /** Figures of more than about a minute each: run with --long, or by name with --only. */
   static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput",
       "sustained_push_pop", "source_other_db");
   static final String NAMES_TEXT = "push_batch100, push_batch1, push_batch1000, push_hot_partition, sustained_push_pop, "
       + "popack_batch100, latency, latency_fresh, pop_100k_vs_10, once_ack_overhead, "
       + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
-      + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw, source_other_db";
+      + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw, source_other_db, http_vs_java";
   /** Other figure names that --only accepts, each for the phase that prints it. */
   static final java.util.Map<String, String> ALIASES = java.util.Map.of("consume_pops_per_message", "consume_pops",
       "consume_empty_pop_share", "consume_pops", "consume_claim_p50_ms", "consume_claim", "consume_claim_p99_ms",
@@ -383,6 +383,7 @@ public final class QueenBenchmark {
             case "held_xmin_throughput" -> engine.heldXminThroughput();
             case "sink_upsert" -> new SinkBench(this).sinkUpsert();
             case "retention_push_impact" -> retentionPushImpact();
+            case "http_vs_java" -> new HttpBench(this).httpVsJava();
             case "source_vs_raw", "source_other_db" -> {
               String why = noSource(server);
               if (why != null) {

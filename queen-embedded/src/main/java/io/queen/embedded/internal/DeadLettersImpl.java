@@ -204,5 +204,24 @@ public final class DeadLettersImpl implements DeadLetters {
       }
       return n;
     }
+
+    @Override
+    public boolean delete(DeadLetter d) {
+      queen.checkOpen();
+      Objects.requireNonNull(d, "deadLetter must not be null");
+      if (!d.queue().equals(queue) || !d.group().equals(group)) {
+        throw new IllegalArgumentException("dead letter " + d.id() + " belongs to queue '" + d.queue() + "' group '"
+            + d.group() + "', not '" + queue + "'/'" + group + "'");
+      }
+      return Sql.autoCommit(queen.broker().dataSource(), "dead letter delete", c -> {
+        try (PreparedStatement st = c.prepareStatement("delete from " + s + ".dead_letters d using " + s + ".queues q"
+            + " where q.id = d.queue_id and q.name = ? and d.group_name = ? and d.id = ?")) {
+          st.setString(1, queue);
+          st.setString(2, group);
+          st.setLong(3, d.id());
+          return st.executeUpdate();
+        }
+      }) > 0;
+    }
   }
 }

@@ -12,7 +12,8 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
     Duration connectTimeout, Duration sessionTimeout, Duration pushReceiptRetention, byte[] encryptionKey,
     int connectorThreads, Duration connectorRefresh, boolean runConnectors, Duration sourceLeaseTtl, io.queen.PayloadTypes payloadTypes,
     java.util.List<byte[]> oldEncryptionKeys, Duration horizonWarnAfter, Duration removeEmptyPartitionsAfter,
-    java.util.List<String> meterTags, Duration groupIdleExpiry, boolean adoptEncryptionKey) {
+    java.util.List<String> meterTags, Duration groupIdleExpiry, boolean adoptEncryptionKey,
+    io.queen.embedded.http.HttpOptions http) {
 
   /** The heartbeat interval, derived from the session timeout: a fifth of it, at most 2 s. */
   public Duration heartbeatInterval() {
@@ -37,7 +38,8 @@ public record QueenConfig(DataSource dataSource, String jdbcUrl, String user, St
         + ", horizonWarnAfter=" + (horizonWarnAfter.isZero() ? "off" : horizonWarnAfter)
         + ", encryptionKey=" + (encryptionKey != null ? "set" + (adoptEncryptionKey ? " (adopt)" : "") : "none")
         + ", connectors=" + (runConnectors
-        ? connectorThreads + " thread(s), re-read every " + connectorRefresh + ", source lease " + sourceLeaseTtl : "off");
+        ? connectorThreads + " thread(s), re-read every " + connectorRefresh + ", source lease " + sourceLeaseTtl : "off")
+        + ", http=" + (http == null ? "off" : http);
   }
 
   @Override

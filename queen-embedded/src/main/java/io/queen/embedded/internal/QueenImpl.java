@@ -72,6 +72,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
    * commit its transaction and write KV, so its work counts instead of failing on a closed node.
    */
   private volatile boolean closed;
+  /** The HTTP surface and dashboard, when the builder asked for them; closed first by {@link #close()}. */
+  private volatile io.queen.embedded.internal.http.HttpSurface http;
   private final AtomicInteger threadCount = new AtomicInteger();
   private final io.queen.embedded.internal.kv.KvStore kvStore;
   private final Kv kv;
@@ -198,6 +200,10 @@ public final class QueenImpl implements Queen, ConsumerNode {
             RetentionJanitor.PERIOD_MS, RetentionJanitor.PERIOD_MS, TimeUnit.MILLISECONDS);
       }
       q.startConnectors();
+      if (config.http() != null) {
+        q.http = io.queen.embedded.internal.http.HttpSurface.start(config.http(), q, r -> q.newDaemon("http", r),
+            q::databaseReachable, config.meterRegistry());
+      }
       LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
       if (config.dataSource() != null && UNPOOLED.contains(config.dataSource().getClass().getName())) {
         LOG.warn("{} - the DataSource given is a {}, which opens a new connection for every call (Queen makes several"
@@ -207,6 +213,9 @@ public final class QueenImpl implements Queen, ConsumerNode {
       return q;
     } catch (RuntimeException e) {
       if (started != null) {
+        if (started.http != null) {
+          started.http.close();
+        }
         if (started.connectors != null) {
           started.connectors.close();
         }
@@ -458,6 +467,29 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
   }
 
+  /** The status reader, for a queue's partitions. */
+  StatusReader statusReader() {
+    return status;
+  }
+
+  /** The address the HTTP surface listens on, or null when the builder did not ask for it. */
+  public java.net.InetSocketAddress httpAddress() {
+    io.queen.embedded.internal.http.HttpSurface h = http;
+    return h == null ? null : h.address();
+  }
+
+  /** The readiness check of the HTTP surface: the database answers a statement within 2 s. */
+  private boolean databaseReachable() {
+    try (java.sql.Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement()) {
+      st.setQueryTimeout(2);
+      st.execute("select 1");
+      return true;
+    } catch (java.sql.SQLException | RuntimeException e) {
+      LOG.debug("{} - readiness: the database did not answer: {}", config.nodeId(), e.toString());
+      return false;
+    }
+  }
+
   /** A consumer worker thread, from the application's factory when it gave one. */
   @Override
   public Thread newThread(String role, Runnable r) {
@@ -571,7 +603,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     checkOpen();
     Status s = status.read();
     io.queen.embedded.spi.ConnectorPlugin p = connectors;
-    return p == null ? s : new Status(s.takenAt(), s.queues(), p.connectors().status());
+    return p == null ? s : new Status(s.takenAt(), s.queues(), p.connectors().status(), s.nodes());
   }
 
   @Override
@@ -602,6 +634,10 @@ public final class QueenImpl implements Queen, ConsumerNode {
   /** The close; {@code begun}: a subscription whose close has begun already (a handler's own), or null. */
   private void closeNow(String why, SubscriptionImpl begun) {
     LOG.info("{} - closing{}", config.nodeId(), why);
+    io.queen.embedded.internal.http.HttpSurface h = http;
+    if (h != null) {
+      h.close(); // no new HTTP request; those in flight finish first (a waiting pop returns once the node closes)
+    }
     io.queen.embedded.spi.ConnectorPlugin p = connectors;
     if (p != null) {
       try {

@@ -46,6 +46,15 @@ public final class QueueClientImpl implements QueueClient {
   }
 
   @Override
+  public List<io.queen.Status.PartitionStatus> partitions(String after, int limit) {
+    queen.checkOpen();
+    if (limit < 1 || limit > 1000) {
+      throw new IllegalArgumentException("limit must be 1..1000, was " + limit);
+    }
+    return queen.statusReader().partitions(name, after, limit);
+  }
+
+  @Override
   public PartitionClient partition(String partition) {
     return new PartitionClientImpl(this, Names.partition(partition));
   }

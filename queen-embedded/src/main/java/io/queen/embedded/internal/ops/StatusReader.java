@@ -184,30 +184,111 @@ public final class StatusReader {
     try (PreparedStatement st = c.prepareStatement("select q.id, q.name, q.lease_time_ms, q.retry_limit,"
         + " q.retry_delay_ms, q.dead_letter, q.delayed_processing_ms, q.window_buffer_ms, q.max_size,"
         + " q.retention_ms, q.completed_retention_ms, q.allow_drop_past_committed, q.pending_alert_after_ms,"
-        + " pc.n, pc.messages,"
+        + " pc.n, pc.messages, pc.pushed,"
         + " r.oldest_at, r.oldest_partition, r.oldest_offset, r.held_by, r.checked_at, q.encryption"
         + " from " + s + ".queues q left join " + s + ".retention_state r on r.queue_id = q.id"
         // one pass over the queue's partitions for both figures
-        + " cross join lateral (select count(*) as n, coalesce(sum(p.next_offset - p.first_offset), 0) as messages"
+        + " cross join lateral (select count(*) as n, coalesce(sum(p.next_offset - p.first_offset), 0) as messages,"
+        + "   coalesce(sum(p.next_offset), 0) as pushed"
         + "   from " + s + ".partitions p where p.queue_id = q.id) pc"
         + " order by q.name");
         ResultSet rs = st.executeQuery()) {
       while (rs.next()) {
-        QueueConfig cfg = Broker.readConfig(rs, 3, 21);
+        QueueConfig cfg = Broker.readConfig(rs, 3, 22);
         Status.RetentionStatus retention = null;
-        Timestamp checked = rs.getTimestamp(20);
+        Timestamp checked = rs.getTimestamp(21);
         if (checked != null && (!cfg.retention().isZero() || !cfg.completedRetention().isZero())) {
-          Timestamp oldest = rs.getTimestamp(16);
-          long off = rs.getLong(18);
+          Timestamp oldest = rs.getTimestamp(17);
+          long off = rs.getLong(19);
           Long offset = rs.wasNull() ? null : off;
-          retention = new Status.RetentionStatus(oldest == null ? null : oldest.toInstant(), rs.getString(17),
-              offset, rs.getString(19), checked.toInstant());
+          retention = new Status.RetentionStatus(oldest == null ? null : oldest.toInstant(), rs.getString(18),
+              offset, rs.getString(20), checked.toInstant());
         }
         queues.add(new Status.QueueStatus(rs.getString(2), cfg, rs.getLong(14), rs.getLong(15),
             List.copyOf(groups.getOrDefault(rs.getLong(1), List.of())), retention,
-            waiting.getOrDefault(rs.getString(2), Map.of())));
+            waiting.getOrDefault(rs.getString(2), Map.of()), rs.getLong(16)));
       }
     }
-    return new Status(now, List.copyOf(queues));
+    return new Status(now, List.copyOf(queues), List.of(), nodes(c));
+  }
+
+  /** The cluster's nodes and the live leases each holds (leases only exist on cursors with work: cursors_ready). */
+  private List<Status.NodeStatus> nodes(Connection c) throws SQLException {
+    Map<String, Long> leases = new HashMap<>();
+    try (PreparedStatement st = c.prepareStatement("select c.lease_owner, count(*) from " + s + ".cursors c"
+        + " where c.has_pending and c.lease_id is not null and c.lease_expires_at > now() group by c.lease_owner");
+        ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        leases.put(rs.getString(1), rs.getLong(2));
+      }
+    }
+    List<Status.NodeStatus> out = new ArrayList<>();
+    try (PreparedStatement st = c.prepareStatement("select n.node_id, n.started_at, n.heartbeat_at, n.dead_after > now(),"
+        + " n.version from " + s + ".nodes n order by n.node_id");
+        ResultSet rs = st.executeQuery()) {
+      while (rs.next()) {
+        boolean alive = rs.getBoolean(4);
+        out.add(new Status.NodeStatus(rs.getString(1), rs.getTimestamp(2).toInstant(), rs.getTimestamp(3).toInstant(),
+            alive, rs.getString(5), alive ? leases.getOrDefault(rs.getString(1), 0L) : 0));
+      }
+    }
+    return out;
+  }
+
+  /** One page of a queue's partitions with their cursors (see {@link io.queen.QueueClient#partitions}). */
+  public List<Status.PartitionStatus> partitions(String queue, String after, int limit) {
+    return Sql.inTransaction(ds, "partitions", c -> {
+      Sql.indexPlansOnly(c);
+      List<Status.PartitionStatus> out = new ArrayList<>();
+      try (PreparedStatement st = c.prepareStatement("""
+          with ps as (
+            select p.id, p.name, p.first_offset, p.next_offset, p.last_message_at
+            from %1$s.partitions p join %1$s.queues q on q.id = p.queue_id
+            where q.name = ? and (?::text is null or p.name > ?::text)
+            order by p.name limit ?)
+          select ps.id, ps.name, ps.first_offset, ps.next_offset, ps.last_message_at, c.group_name, c.committed_offset,
+            greatest(ps.next_offset - 1 - greatest(c.committed_offset, ps.first_offset - 1), 0),
+            case when c.lease_id is not null and c.lease_expires_at > now() then c.lease_owner end,
+            case when c.lease_id is not null and c.lease_expires_at > now() then c.lease_expires_at end, c.attempts
+          from ps left join %1$s.cursors c on c.partition_id = ps.id
+          order by ps.name, c.group_name
+          """.formatted(s))) {
+        st.setString(1, queue);
+        st.setString(2, after);
+        st.setString(3, after);
+        st.setInt(4, limit);
+        try (ResultSet rs = st.executeQuery()) {
+          long current = -1;
+          String name = null;
+          long first = 0;
+          long next = 0;
+          Instant last = null;
+          List<Status.CursorStatus> cursors = new ArrayList<>();
+          while (rs.next()) {
+            if (rs.getLong(1) != current) {
+              if (current != -1) {
+                out.add(new Status.PartitionStatus(name, current, first, next, last, cursors));
+              }
+              current = rs.getLong(1);
+              name = rs.getString(2);
+              first = rs.getLong(3);
+              next = rs.getLong(4);
+              Timestamp t = rs.getTimestamp(5);
+              last = t == null ? null : t.toInstant();
+              cursors = new ArrayList<>();
+            }
+            if (rs.getString(6) != null) {
+              Timestamp exp = rs.getTimestamp(10);
+              cursors.add(new Status.CursorStatus(rs.getString(6), rs.getLong(7), rs.getLong(8), rs.getString(9),
+                  exp == null ? null : exp.toInstant(), rs.getInt(11)));
+            }
+          }
+          if (current != -1) {
+            out.add(new Status.PartitionStatus(name, current, first, next, last, cursors));
+          }
+        }
+      }
+      return out;
+    });
   }
 }

@@ -300,6 +300,10 @@ public final class Source {
     counters.put("snapshotRows", snapshotRows.get());
     counters.put("truncatesSkipped", truncates.get());
     counters.put("errors", errors.get());
+    double slotLagBytes = slotLagGauge();
+    if (!Double.isNaN(slotLagBytes)) {
+      counters.put("slotLagBytes", (long) slotLagBytes); // the gauge's reading, on the owner only (dashboards show it)
+    }
     String leaseNode = null;
     Instant expires = null;
     JsonNode pointer = null;
