@@ -40,7 +40,7 @@ public final class Migrator {
       "V42__kv_versions_rollout.sql", "V43__bundle_kv_ack_fenced.sql", "V44__remove_empty_partitions.sql", "V45__lease_across_restart.sql",
       "V46__busy_partitions_keep_their_flag.sql", "V47__live_version_first.sql",
       "V48__no_jit_on_queen_statements.sql", "V49__hinted_pop_keeps_its_tid_scan.sql",
-      "V50__group_last_active.sql");
+      "V50__group_last_active.sql", "V51__fresh_partitions_drop_their_flag.sql");
   private static final long LOCK_KEY = 0x5155_4545_4e00_0001L; // "QUEEN" + 1
 
   private Migrator() {}
