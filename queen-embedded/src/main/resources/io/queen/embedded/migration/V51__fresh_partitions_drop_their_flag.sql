@@ -1,17 +1,18 @@
--- A partition that holds its first push only is not busy: the consume loop's ack that drains it clears its cursor's
--- flag, as a consumer's own ack does.
+-- A partition is busy only once it has been pushed to for a second or more: the consume loop's ack that drains a
+-- partition whose pushes all came within a second of the one that created it clears its cursor's flag, as a consumer's
+-- own ack does.
 --
 -- V46 left the flag set when the loop's ack drained a partition pushed to within the last 100 ms, so that a busy
 -- partition's pushes and acks do not flip it (each flip changes an indexed column, never HOT), and a pop cleared it
--- once the partition was quiet. A partition per row key (the source connector's shape: one new partition per insert)
--- gets one push, and the loop drains it within milliseconds: every such partition kept a flag nobody would use, and
--- the pops' scans cleared them at most `partitions + 64` per scan, some 140 a second, while a source at 500 commits
--- a second made 500. A scan then spent its limit clearing flags and found nothing: a message its wake-up did not name
--- (a bundle naming more partitions than a pop may look up, another node's notification that could not list them all,
--- a push in the application's transaction) waited for the scans to get through the flags before it, tens of seconds
--- at 500 commits a second (examples/BENCHMARKS.md, latency_source). Clearing the flag in the ack's update costs no
--- statement of its own (the pop's clearing was one more update of the row), and a partition that gets a second push
--- is busy from then on, as before.
+-- once the partition was quiet. A partition per row key (the source connector's shape) gets one change, or a few
+-- close together (an insert, an update right after it), and the loop drains it within milliseconds: every such
+-- partition kept a flag nobody would use, and the pops' scans cleared them at most `partitions + 64` per scan, some 140
+-- a second, while a source at 500 commits a second made up to 500. A scan then spent its limit clearing flags and
+-- found nothing: a message its wake-up did not name (a bundle naming more partitions than a pop may look up, another
+-- node's notification that could not list them all, a push in the application's transaction) waited for the scans to
+-- get through the flags before it, tens of seconds at 500 commits a second (examples/BENCHMARKS.md, latency_source).
+-- Clearing the flag in the ack's update costs no statement of its own (the pop's clearing was one more update of the
+-- row); a partition flips its flag per message during its first second only, and keeps it while busy from then on.
 --
 -- The partition's creating push sets its last_message_at to its transaction's now(), which is the row's created_at;
 -- every later push sets a later one. The function is otherwise V47's, with its settings stated again ("create or
@@ -84,9 +85,9 @@ begin
   -- (V46) With p_keep_busy (the consume loop's acks: the loop pops the partitions pushes name, so a flag left set
   -- costs it nothing but its scans' passing, twice a second), a partition pushed to within the last 100 ms is busy:
   -- it is neither locked nor drained, its cursor keeps the flag, and the next push into it writes nothing to the
-  -- cursor (a pop clears the flag once it is quiet). (V51) Only a partition pushed to after the push that created it
-  -- is busy: one that holds its first push only is drained, as it is by a consumer's own acks. A consumer's own acks
-  -- clear the flag as before: its own pops scan every time, and would pass every flag left set
+  -- cursor (a pop clears the flag once it is quiet). (V51) Only a partition whose last push came a second or more
+  -- after the push that created it is busy: a younger one is drained, as it is by a consumer's own acks. A consumer's
+  -- own acks clear the flag as before: its own pops scan every time, and would pass every flag left set
   locked as (
     select l.id, l.next_offset
       from (select t.partition_id as pid, max(t.mx) as mx from target t group by t.partition_id order by 1) t
@@ -96,12 +97,12 @@ begin
                            where p.id >= t.pid and p.id <= t.pid and t.mx >= p.next_offset - 1
                              and (not p_keep_busy
                                   or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds'
-                                  or p.last_message_at <= p.created_at)
+                                  or p.last_message_at < p.created_at + interval '1 second')
                            order by p.id desc limit 1
                              for share skip locked) l
      where t.mx >= p0.next_offset - 1
        and (not p_keep_busy or coalesce(p0.last_message_at, '-infinity') < now() - interval '100 milliseconds'
-            or p0.last_message_at <= p0.created_at)),
+            or p0.last_message_at < p0.created_at + interval '1 second')),
   -- the settled cursors and the locked partitions as jsonb objects (one row each, materialized): each updated row
   -- finds its own in them by key, "partition_id group_name" and "partition_id"
   tk as materialized (select jsonb_object_agg(t.partition_id::text || ' ' || t.group_name,
