@@ -60,7 +60,8 @@ import java.util.function.Function;
  * {@code --scale X} (multiplies the pop+ack backlog and the
  * partition count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
  * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --source-latency-seconds N} (latency_source's measured
- * window, default 60), {@code --sustained-minutes N} (sustained_push_pop, default 10),
+ * window, default 60), {@code --source-latency-updates} (latency_source: each row updated in a commit of its own right
+ * after its insert, so every key gets two changes 2 ms apart), {@code --sustained-minutes N} (sustained_push_pop, default 10),
  * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
  * and the WAL per message of every phase; the push phases print their WAL per message as {@code FIGURE} lines anyway).
  *
@@ -129,7 +130,8 @@ public final class QueenBenchmark {
   /** Parsed command line. */
   record Options(Set<String> only, Duration window, Duration warmup, double scale, int popackPartitions, int latencyRate,
       Duration latencyWindow, int latencyBatch, int latencyPartitions, boolean diagnose, Duration e2eWindow,
-      Duration steadyWindow, Duration heldWindow, int sustainedMinutes, Duration jitWarmup, Duration sourceLatencyWindow) {
+      Duration steadyWindow, Duration heldWindow, int sustainedMinutes, Duration jitWarmup, Duration sourceLatencyWindow,
+      boolean sourceLatencyUpdates) {
 
     static Options parse(String[] args) {
       Set<String> only = null;
@@ -146,6 +148,7 @@ public final class QueenBenchmark {
       int latencyRate = 500;
       double latencySeconds = 10;
       double sourceLatencySeconds = 60;
+      boolean sourceLatencyUpdates = false;
       int latencyBatch = 10;
       int latencyPartitions = 10;
       boolean diagnose = false;
@@ -156,6 +159,10 @@ public final class QueenBenchmark {
         }
         if (a.equals("--diagnose")) {
           diagnose = true;
+          continue;
+        }
+        if (a.equals("--source-latency-updates")) {
+          sourceLatencyUpdates = true;
           continue;
         }
         if (a.equals("--long")) {
@@ -228,7 +235,8 @@ public final class QueenBenchmark {
       }
       return new Options(only, millis(seconds), millis(warmup), scale, popackPartitions, latencyRate, millis(latencySeconds),
           latencyBatch, latencyPartitions, diagnose, millis(e2eSeconds), millis(steadySeconds), millis(heldSeconds),
-          sustainedMinutes, millis(jitWarmup), millis(sourceLatencySeconds));
+          sustainedMinutes, millis(jitWarmup), millis(sourceLatencySeconds),
+          sourceLatencyUpdates);
     }
 
     private static double range(String key, double v, double min, double max) {
@@ -297,7 +305,8 @@ public final class QueenBenchmark {
       }
       System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2]"
           + " [--jit-warmup 12] [--scale 1]"
-          + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--source-latency-seconds 60] [--latency-batch 10]"
+          + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--source-latency-seconds 60] [--source-latency-updates]"
+          + " [--latency-batch 10]"
           + " [--latency-partitions 10] [--e2e-seconds 60] [--steady-seconds 20] [--held-seconds 60] [--sustained-minutes 10]"
           + " [--long] [--diagnose]");
       System.exit(e.getMessage() == null ? 0 : 2);
