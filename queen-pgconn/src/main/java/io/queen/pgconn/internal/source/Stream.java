@@ -135,16 +135,6 @@ final class Stream {
   private Pointer planned;
   /** Bundles built by the committer, in stream order; one waits while the pusher commits the one before. */
   private final BlockingQueue<Ready> ready = new ArrayBlockingQueue<>(1);
-  /**
-   * The bundle of changes last handed to the pusher, with what it was built from, while the committer may still take
-   * it back from {@link #ready} to add the source transactions that arrived since (committer thread only); null after
-   * a marker's or an idle advance's bundle.
-   */
-  private Open open;
-
-  /** A bundle handed over: its pointer before it ({@code base}), its events and counts, its last piece. */
-  private record Open(Ready ready, Pointer base, List<SourceEvent> events, int transactions, int changes, long bytes,
-      Piece last, boolean checked) {}
   /** A stream that delivered a message this recently is flowing: the I/O thread pauses briefly between reads. */
   private static final long FLOWING_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
   private static final long FLOWING_PAUSE_NANOS = TimeUnit.MICROSECONDS.toNanos(500);
@@ -507,18 +497,15 @@ final class Stream {
           codec.learn(t.type());
         } else if (first instanceof Idle i) {
           if (queue.isEmpty()) {
-            open = null;
             idleAdvance(i.walEnd());
           }
         } else if (first instanceof Marker mk) {
-          open = null;
           marker(mk.message());
         } else if (first instanceof Piece p) {
-          Open joined = takeBack(p);
           List<Piece> bundle = new ArrayList<>();
           bundle.add(p);
-          int changes = (joined == null ? 0 : joined.changes()) + p.changes().size();
-          long bytes = (joined == null ? 0 : joined.bytes()) + p.bytes();
+          int changes = p.changes().size();
+          long bytes = p.bytes();
           while (p.whole()) {
             Item next = queue.peek();
             if (next instanceof TypeInfo t) {
@@ -536,7 +523,7 @@ final class Stream {
             bytes += q.bytes();
             p = q;
           }
-          push(bundle, joined, changes, bytes);
+          push(bundle);
         }
       }
     } catch (InterruptedException e) {
@@ -555,34 +542,11 @@ final class Stream {
   }
 
 
-  /**
-   * The bundle last handed over, taken back from the pusher's queue so that {@code first} and what follows it join
-   * it, or null: when the pusher has taken it already, or it or {@code first} is part of a bigger source transaction, or
-   * {@code first} would take it past the bundle limits. So a source transaction that arrives while the pusher commits
-   * one bundle goes into the bundle waiting behind that one, not into the one after it: it waits for one commit, not
-   * two.
-   */
-  private Open takeBack(Piece first) {
-    Open o = open;
-    open = null;
-    if (o == null || !o.last().whole() || !first.whole()
-        || o.changes() + first.changes().size() > spec.maxBundleMessages()
-        || o.bytes() + first.bytes() > spec.maxBundleBytes()) {
-      return null;
-    }
-    return ready.remove(o.ready()) ? o : null;
-  }
-
-  /**
-   * Builds the bundle's events and hands them to the pusher as one Queen transaction, after the events of {@code
-   * joined} (the bundle taken back from it) when there is one. {@code changes} and {@code bytes}: the whole bundle's.
-   */
-  private void push(List<Piece> bundle, Open joined, int changes, long bytes)
-      throws SQLException, InterruptedException {
-    checkedThisBundle = joined != null && joined.checked();
-    Pointer p = joined != null ? joined.base() : planned;
-    List<SourceEvent> events = joined != null ? joined.events() : new ArrayList<>();
-    int transactions = joined != null ? joined.transactions() : 0;
+  private void push(List<Piece> bundle) throws SQLException, InterruptedException {
+    checkedThisBundle = false;
+    Pointer p = planned;
+    List<io.queen.pgconn.internal.source.SourceEvent> events = new ArrayList<>();
+    int transactions = 0;
     Piece last = bundle.get(bundle.size() - 1);
     for (Piece piece : bundle) {
       if (piece.last()) {
@@ -599,18 +563,14 @@ final class Stream {
     long flush = last.last() ? last.endLsn() : p.flush();
     Pointer next = new Pointer(last.commitLsn(), last.first() + last.changes().size(), last.last(), flush, p.epoch(),
         hook == null ? p.snapshot() : hook.progress(), false);
-    if (joined == null && (Long.compareUnsigned(last.commitLsn(), p.lsn()) < 0
+    if (Long.compareUnsigned(last.commitLsn(), p.lsn()) < 0
         || (last.commitLsn() == p.lsn() && (p.complete() || next.count() < p.count()
-            || (next.count() == p.count() && !next.complete()))))) {
+            || (next.count() == p.count() && !next.complete())))) {
       // the whole bundle was in Queen already (a restart re-reads from the pointer; for a big transaction in
-      // pieces, from its start): handing its pointer over would move the pointer back within the transaction. (A
-      // bundle taken back was not: what joins it comes after it in the stream.)
+      // pieces, from its start): handing its pointer over would move the pointer back within the transaction
       return;
     }
-    Ready r = handOver(events, next, transactions, last.commitMicros(), 0);
-    if (r != null) {
-      open = new Open(r, p, events, transactions, changes, bytes, last, checkedThisBundle);
-    }
+    handOver(events, next, transactions, last.commitMicros(), 0);
   }
 
   private void events(Piece piece, Change ch, int ordinal, List<SourceEvent> out) throws SQLException {
@@ -872,9 +832,9 @@ final class Stream {
   /**
    * Builds one Queen transaction of the events (their payloads encoded now, on the committer thread) and hands it
    * to the pusher, which adds the pointer and commits while the committer builds the next one. Waits while the
-   * pusher still has one waiting. Returns what it handed over, or null when the stream stopped first.
+   * pusher still has one waiting.
    */
-  private Ready handOver(List<SourceEvent> events, Pointer next, int transactions, long commitMicros, int snapshotRows)
+  private void handOver(List<SourceEvent> events, Pointer next, int transactions, long commitMicros, int snapshotRows)
       throws InterruptedException {
     Transaction tx = queen.transaction();
     for (SourceEvent e : events) {
@@ -884,10 +844,9 @@ final class Stream {
     while (!stopping) {
       if (ready.offer(r, 200, TimeUnit.MILLISECONDS)) {
         planned = next;
-        return r;
+        return;
       }
     }
-    return null;
   }
 
   // ------------------------------------------------------------------------------ the pusher thread
