@@ -39,7 +39,8 @@ import org.postgresql.replication.PGReplicationStream;
  * #ceiling}): what storing a partition and a message per change costs by itself, against the same raw decode.
  * {@code FIGURE source_e2e_latency_p50_ms}: commit on the table to message stored in Queen (the row's
  * {@code clock_timestamp()} against the message's {@code createdAt}, both the database's clock) at 200
- * transactions per second.
+ * transactions per second. {@code FIGURE latency_source_p50_ms}, {@code _p99_ms} and {@code _max_ms} ({@link
+ * #latencySource}, phase latency_source): commit on the table to the handler of a {@code consume(...)} loop.
  */
 final class SourceBench {
   private static final int ROWS = 100_000;
