@@ -59,7 +59,9 @@ import java.util.function.Function;
  * sides before the first push phase, default 12; 0 skips it, and also the unmeasured first pass of source_vs_raw's load),
  * {@code --scale X} (multiplies the pop+ack backlog and the
  * partition count of pop_100k_vs_10, default 1), {@code --popack-partitions N}, {@code --latency-rate N}, {@code --latency-seconds N},
- * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --sustained-minutes N} (sustained_push_pop, default 10),
+ * {@code --latency-batch N}, {@code --latency-partitions N}, {@code --source-latency-seconds N} (latency_source's measured
+ * window, default 60), {@code --source-latency-updates} (latency_source: each row updated in a commit of its own right
+ * after its insert, so every key gets two changes 2 ms apart), {@code --sustained-minutes N} (sustained_push_pop, default 10),
  * {@code --long} (also the figures of more than a minute each), and {@code --diagnose} (print the top PostgreSQL wait events
  * and the WAL per message of every phase; the push phases print their WAL per message as {@code FIGURE} lines anyway).
  *
@@ -108,14 +110,14 @@ public final class QueenBenchmark {
       "sustained_push_pop", "popack_batch100", "latency", "latency_fresh", "pop_100k_vs_10",
       "once_ack_overhead", "kv_put", "kv_incr_hot_key", "consume_pops", "consume_vs_raw", "consume_claim", "e2e_vs_raw_queue",
       "dead_tuples_held_xmin", "held_xmin_throughput", "sink_upsert", "retention_push_impact", "source_vs_raw",
-      "source_other_db", "http_vs_java");
+      "source_other_db", "http_vs_java", "latency_source");
   /** Figures of more than about a minute each: run with --long, or by name with --only. */
   static final Set<String> LONG = Set.of("e2e_vs_raw_queue", "dead_tuples_held_xmin", "held_xmin_throughput",
-      "sustained_push_pop", "source_other_db");
+      "sustained_push_pop", "source_other_db", "latency_source");
   static final String NAMES_TEXT = "push_batch100, push_batch1, push_batch1000, push_hot_partition, sustained_push_pop, "
       + "popack_batch100, latency, latency_fresh, pop_100k_vs_10, once_ack_overhead, "
       + "kv_put, kv_incr_hot_key, consume_pops, consume_vs_raw, consume_claim, e2e_vs_raw_queue, dead_tuples_held_xmin, "
-      + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw, source_other_db, http_vs_java";
+      + "held_xmin_throughput, sink_upsert, retention_push_impact, source_vs_raw, source_other_db, http_vs_java, latency_source";
   /** Other figure names that --only accepts, each for the phase that prints it. */
   static final java.util.Map<String, String> ALIASES = java.util.Map.of("consume_pops_per_message", "consume_pops",
       "consume_empty_pop_share", "consume_pops", "consume_claim_p50_ms", "consume_claim", "consume_claim_p99_ms",
@@ -128,7 +130,8 @@ public final class QueenBenchmark {
   /** Parsed command line. */
   record Options(Set<String> only, Duration window, Duration warmup, double scale, int popackPartitions, int latencyRate,
       Duration latencyWindow, int latencyBatch, int latencyPartitions, boolean diagnose, Duration e2eWindow,
-      Duration steadyWindow, Duration heldWindow, int sustainedMinutes, Duration jitWarmup) {
+      Duration steadyWindow, Duration heldWindow, int sustainedMinutes, Duration jitWarmup, Duration sourceLatencyWindow,
+      boolean sourceLatencyUpdates) {
 
     static Options parse(String[] args) {
       Set<String> only = null;
@@ -144,6 +147,8 @@ public final class QueenBenchmark {
       int popackPartitions = 0;
       int latencyRate = 500;
       double latencySeconds = 10;
+      double sourceLatencySeconds = 60;
+      boolean sourceLatencyUpdates = false;
       int latencyBatch = 10;
       int latencyPartitions = 10;
       boolean diagnose = false;
@@ -154,6 +159,10 @@ public final class QueenBenchmark {
         }
         if (a.equals("--diagnose")) {
           diagnose = true;
+          continue;
+        }
+        if (a.equals("--source-latency-updates")) {
+          sourceLatencyUpdates = true;
           continue;
         }
         if (a.equals("--long")) {
@@ -183,6 +192,8 @@ public final class QueenBenchmark {
                 name = ALIASES.getOrDefault(name, name);
                 if (name.startsWith("latency_fresh")) {
                   name = "latency_fresh";
+                } else if (name.startsWith("latency_source")) {
+                  name = "latency_source";
                 } else if (name.startsWith("latency")) {
                   name = "latency";
                 }
@@ -203,6 +214,7 @@ public final class QueenBenchmark {
             case "--popack-partitions" -> popackPartitions = (int) range(key, Integer.parseInt(value), 1, 1000);
             case "--latency-rate" -> latencyRate = (int) range(key, Integer.parseInt(value), 1, 100_000);
             case "--latency-seconds" -> latencySeconds = range(key, Double.parseDouble(value), 1, 3600);
+            case "--source-latency-seconds" -> sourceLatencySeconds = range(key, Double.parseDouble(value), 1, 3600);
             case "--latency-batch" -> latencyBatch = (int) range(key, Integer.parseInt(value), 1, 10_000);
             case "--latency-partitions" -> latencyPartitions = (int) range(key, Integer.parseInt(value), 1, 1000);
             case "--e2e-seconds" -> e2eSeconds = range(key, Double.parseDouble(value), 1, 3600);
@@ -223,7 +235,8 @@ public final class QueenBenchmark {
       }
       return new Options(only, millis(seconds), millis(warmup), scale, popackPartitions, latencyRate, millis(latencySeconds),
           latencyBatch, latencyPartitions, diagnose, millis(e2eSeconds), millis(steadySeconds), millis(heldSeconds),
-          sustainedMinutes, millis(jitWarmup));
+          sustainedMinutes, millis(jitWarmup), millis(sourceLatencySeconds),
+          sourceLatencyUpdates);
     }
 
     private static double range(String key, double v, double min, double max) {
@@ -292,7 +305,8 @@ public final class QueenBenchmark {
       }
       System.err.println("usage: QueenBenchmark [--only " + String.join(",", NAMES) + "] [--seconds 8] [--warmup 2]"
           + " [--jit-warmup 12] [--scale 1]"
-          + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--latency-batch 10]"
+          + " [--popack-partitions N] [--latency-rate 500] [--latency-seconds 10] [--source-latency-seconds 60] [--source-latency-updates]"
+          + " [--latency-batch 10]"
           + " [--latency-partitions 10] [--e2e-seconds 60] [--steady-seconds 20] [--held-seconds 60] [--sustained-minutes 10]"
           + " [--long] [--diagnose]");
       System.exit(e.getMessage() == null ? 0 : 2);
@@ -384,13 +398,15 @@ public final class QueenBenchmark {
             case "sink_upsert" -> new SinkBench(this).sinkUpsert();
             case "retention_push_impact" -> retentionPushImpact();
             case "http_vs_java" -> new HttpBench(this).httpVsJava();
-            case "source_vs_raw", "source_other_db" -> {
+            case "source_vs_raw", "source_other_db", "latency_source" -> {
               String why = noSource(server);
               if (why != null) {
                 say("  skipped: the source connector needs PostgreSQL 17 or later with wal_level=logical; " + why);
                 rows.add(new Row(name, "-", "-", "", "-", "", "skipped", why));
               } else if (name.equals("source_vs_raw")) {
                 new SourceBench(this).sourceVsRaw();
+              } else if (name.equals("latency_source")) {
+                new SourceBench(this).latencySource();
               } else {
                 new SourceBench(this).sourceOtherDb();
               }

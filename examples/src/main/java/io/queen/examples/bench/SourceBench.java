@@ -39,7 +39,8 @@ import org.postgresql.replication.PGReplicationStream;
  * #ceiling}): what storing a partition and a message per change costs by itself, against the same raw decode.
  * {@code FIGURE source_e2e_latency_p50_ms}: commit on the table to message stored in Queen (the row's
  * {@code clock_timestamp()} against the message's {@code createdAt}, both the database's clock) at 200
- * transactions per second.
+ * transactions per second. {@code FIGURE latency_source_p50_ms}, {@code _p99_ms} and {@code _max_ms} ({@link
+ * #latencySource}, phase latency_source): commit on the table to the handler of a {@code consume(...)} loop.
  */
 final class SourceBench {
   private static final int ROWS = 100_000;
@@ -375,6 +376,135 @@ final class SourceBench {
         lags.size(), p50, p99));
     bench.line(QueenBenchmark.figure("source_e2e_latency_p50_ms", p50, "ms"));
     bench.line(QueenBenchmark.figure("source_e2e_latency_p99_ms", p99, "ms"));
+  }
+
+  /**
+   * latency_source: commit on the table to the handler of a {@code consume(...)} loop, through the source. One-row
+   * transactions at {@code --latency-rate} per second (default 500) from one connection, each row a new key (so a new
+   * partition of one message), for {@code --source-latency-seconds} (default 60) after {@code --warmup}, into the
+   * README's plain {@code consume(...)} with {@code concurrency(4)} and the default batch and partitions. Each row
+   * carries its commit-time clock ({@code clock_timestamp()} of its insert, microseconds) and the handler subtracts it
+   * from its own clock (one machine, one clock). Also counts deliveries of a second attempt: a message whose first
+   * lease expired before it reached a handler. With {@code --source-latency-updates} every other commit updates the row
+   * the commit before inserted (its {@code t} again): a key gets two changes, one commit apart, and each is measured.
+   */
+  void latencySource() throws Exception {
+    Queen queen = bench.queen();
+    QueenBenchmark.Options o = bench.options();
+    int rate = o.latencyRate();
+    long warmupCount = Math.round(rate * o.warmup().toMillis() / 1000.0);
+    long measuredCount = Math.round(rate * o.sourceLatencyWindow().toMillis() / 1000.0);
+    int total = (int) (warmupCount + measuredCount);
+    long intervalNanos = 1_000_000_000L / rate;
+    boolean updates = o.sourceLatencyUpdates();
+    Run run = new Run(bench.db(), NAME + "-lat", "");
+    sql(run, "drop table if exists src_lat", "create table src_lat (id bigint primary key, t bigint not null)");
+    queen.connectors().put(run.name, "{\"kind\":\"source\",\"source\":{\"tables\":[{\"table\":\"public.src_lat\","
+        + "\"queue\":\"" + run.queue + "\"}],\"snapshot\":\"never\"}}");
+    awaitPhase(queen, run.name, "streaming");
+    java.util.concurrent.atomic.AtomicLongArray latencies = new java.util.concurrent.atomic.AtomicLongArray(total);
+    java.util.concurrent.atomic.AtomicLongArray stored = new java.util.concurrent.atomic.AtomicLongArray(total);
+    java.util.concurrent.atomic.AtomicLong received = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong duplicates = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong retried = new java.util.concurrent.atomic.AtomicLong();
+    io.queen.Subscription sub = queen.queue(run.queue).group("lat").subscription(SubscriptionMode.ALL).concurrency(4)
+        .consume(msg -> {
+          java.time.Instant now = java.time.Instant.now();
+          long nowMicros = now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+          com.fasterxml.jackson.databind.JsonNode after = msg.payload().get("after");
+          long id = Long.parseLong(after.get("id").asText());
+          // the commit that made the change: without updates one per row; with them the row's insert, then its update
+          int seq = (int) (updates ? (id - 1) * 2 + ("u".equals(msg.payload().get("op").asText()) ? 1 : 0) : id - 1);
+          long committed = Long.parseLong(after.get("t").asText());
+          if (msg.attempt() > 1) {
+            retried.incrementAndGet();
+          }
+          if (seq >= 0 && seq < total && latencies.compareAndSet(seq, 0, Math.max(1, nowMicros - committed))) {
+            java.time.Instant at = msg.createdAt();
+            stored.set(seq, at.getEpochSecond() * 1_000_000L + at.getNano() / 1_000 - committed);
+            received.incrementAndGet();
+          } else {
+            duplicates.incrementAndGet();
+          }
+        });
+    long[] commitNanos = new long[total];
+    try {
+      try (Connection c = run.db.connection(); PreparedStatement st = c.prepareStatement(
+          "insert into src_lat (id, t) values (?, (extract(epoch from clock_timestamp()) * 1000000)::bigint)");
+          PreparedStatement up = c.prepareStatement(
+          "update src_lat set t = (extract(epoch from clock_timestamp()) * 1000000)::bigint where id = ?")) {
+        long start = System.nanoTime() + 200_000_000L;
+        for (int seq = 0; seq < total; seq++) {
+          long due = start + seq * intervalNanos;
+          long wait;
+          while ((wait = due - System.nanoTime()) > 0) {
+            java.util.concurrent.locks.LockSupport.parkNanos(wait);
+          }
+          long t0 = System.nanoTime();
+          PreparedStatement change = updates && seq % 2 == 1 ? up : st;
+          change.setLong(1, updates ? seq / 2 + 1 : seq + 1);
+          change.executeUpdate();
+          commitNanos[seq] = System.nanoTime() - t0;
+        }
+      }
+      // long enough for a message that waited out a lease (30 s by default) to come
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(45);
+      while (received.get() < total && System.nanoTime() < deadline) {
+        Thread.sleep(5);
+      }
+      QueenBenchmark.say("  committed " + total + (updates ? " inserts and updates" : " inserts") + " at " + rate
+          + "/s, handled " + received.get() + ", duplicates " + duplicates.get() + ", second attempts " + retried.get()
+          + ", handler failures " + sub.failed());
+    } finally {
+      sub.close(Duration.ofSeconds(5));
+    }
+    long[] measured = new long[(int) measuredCount];
+    long[] storing = new long[(int) measuredCount];
+    int m = 0;
+    for (int seq = (int) warmupCount; seq < total; seq++) {
+      long v = latencies.get(seq);
+      if (v != 0) {
+        storing[m] = stored.get(seq) * 1_000;
+        measured[m++] = v * 1_000; // nanoseconds, as QueenBenchmark.percentile's callers pass
+      }
+    }
+    storing = java.util.Arrays.copyOf(storing, m);
+    java.util.Arrays.sort(storing);
+    long missing = measuredCount - m;
+    measured = java.util.Arrays.copyOf(measured, m);
+    java.util.Arrays.sort(measured);
+    long[] commits = java.util.Arrays.copyOfRange(commitNanos, (int) warmupCount, total);
+    java.util.Arrays.sort(commits);
+    double p50 = QueenBenchmark.percentile(measured, 0.50) / 1e6;
+    double p99 = QueenBenchmark.percentile(measured, 0.99) / 1e6;
+    double max = (m == 0 ? 0 : measured[m - 1]) / 1e6;
+    QueenBenchmark.say(String.format(Locale.ROOT, "  commit->handler over %d messages: p50 %.3f ms, p90 %.3f ms, p99 %.3f"
+        + " ms, p99.9 %.3f ms, max %.3f ms; insert+commit p50 %.3f ms, p99 %.3f ms", m, p50,
+        QueenBenchmark.percentile(measured, 0.90) / 1e6, p99, QueenBenchmark.percentile(measured, 0.999) / 1e6, max,
+        QueenBenchmark.percentile(commits, 0.50) / 1e6, QueenBenchmark.percentile(commits, 0.99) / 1e6));
+    // the message's createdAt is the start of the source's Queen transaction that stored it (the database's now())
+    QueenBenchmark.say(String.format(Locale.ROOT, "  of which commit->stored (the source's transaction began): p50 %.3f ms,"
+        + " p99 %.3f ms, max %.3f ms", QueenBenchmark.percentile(storing, 0.50) / 1e6,
+        QueenBenchmark.percentile(storing, 0.99) / 1e6, (m == 0 ? 0 : storing[m - 1]) / 1e6));
+    queen.connectors().delete(run.name);
+    bench.deleteQueue(queen, run.queue);
+    sql(run, "drop table src_lat");
+    if (missing > 0) {
+      throw new IllegalStateException(missing + " of " + measuredCount + " measured rows never reached the handler");
+    }
+    String note = rate + " one-row commits/s for " + o.sourceLatencyWindow().toSeconds() + " s through the source, a"
+        + " new partition per row" + (updates ? ", each row inserted then updated" : "")
+        + ", consume(...) with concurrency(4)";
+    bench.row("latency_source_p50_ms", QueenBenchmark.num(p50, 3), "", "ms", "", "<= 5", QueenBenchmark.verdict(p50 <= 5),
+        note);
+    bench.row("latency_source_p99_ms", QueenBenchmark.num(p99, 3), "", "ms", "", "<= 25",
+        QueenBenchmark.verdict(p99 <= 25), note);
+    bench.row("latency_source_max_ms", QueenBenchmark.num(max, 3), "", "ms", "", "<= 250",
+        QueenBenchmark.verdict(max <= 250), note + "; second attempts " + retried.get());
+    bench.line(QueenBenchmark.figure("latency_source_p50_ms", p50, "ms"));
+    bench.line(QueenBenchmark.figure("latency_source_p99_ms", p99, "ms"));
+    bench.line(QueenBenchmark.figure("latency_source_max_ms", max, "ms"));
+    bench.line(QueenBenchmark.figure("latency_source_second_attempts", retried.get(), ""));
   }
 
   /** Reads a raw slot from its start until {@code expectRows} changes, parsing each down to its column texts. */

@@ -81,21 +81,24 @@ begin
   -- With p_keep_busy (the consume loop's acks: the loop pops the partitions pushes name, so a flag left set
   -- costs it nothing but its scans' passing, twice a second), a partition pushed to within the last 100 ms is busy:
   -- it is neither locked nor drained, its cursor keeps the flag, and the next push into it writes nothing to the
-  -- cursor (a pop clears the flag once it is quiet). A consumer's own acks clear the flag as before: its own pops
-  -- scan every time, and would pass every flag left set
+  -- cursor (a pop clears the flag once it is quiet). Only a partition whose last push came a second or more
+  -- after the push that created it is busy: a younger one is drained, as it is by a consumer's own acks. A consumer's
+  -- own acks clear the flag as before: its own pops scan every time, and would pass every flag left set
   locked as (
     select l.id, l.next_offset
       from (select t.partition_id as pid, max(t.mx) as mx from target t group by t.partition_id order by 1) t
-      cross join lateral (select p0.next_offset, p0.last_message_at from ${schema}.partitions p0
+      cross join lateral (select p0.next_offset, p0.last_message_at, p0.created_at from ${schema}.partitions p0
                            where p0.id >= t.pid and p0.id <= t.pid order by p0.id desc limit 1) p0
       cross join lateral (select p.id, p.next_offset from ${schema}.partitions p
                            where p.id >= t.pid and p.id <= t.pid and t.mx >= p.next_offset - 1
                              and (not p_keep_busy
-                                  or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds')
+                                  or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds'
+                                  or p.last_message_at < p.created_at + interval '1 second')
                            order by p.id desc limit 1
                              for share skip locked) l
      where t.mx >= p0.next_offset - 1
-       and (not p_keep_busy or coalesce(p0.last_message_at, '-infinity') < now() - interval '100 milliseconds')),
+       and (not p_keep_busy or coalesce(p0.last_message_at, '-infinity') < now() - interval '100 milliseconds'
+            or p0.last_message_at < p0.created_at + interval '1 second')),
   -- the settled cursors and the locked partitions as jsonb objects (one row each, materialized): each updated row
   -- finds its own in them by key, "partition_id group_name" and "partition_id"
   tk as materialized (select jsonb_object_agg(t.partition_id::text || ' ' || t.group_name,
