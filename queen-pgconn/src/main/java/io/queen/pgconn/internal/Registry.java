@@ -13,6 +13,7 @@ import io.queen.pgconn.internal.sink.Sink;
 import io.queen.pgconn.internal.sink.SinkMeters;
 import io.queen.pgconn.internal.source.Source;
 import io.queen.pgconn.internal.source.SourceMeters;
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.pgconn.internal.spec.SinkSpec;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
@@ -63,8 +64,9 @@ final class Registry implements Connectors, ConnectorPlugin {
   Registry(ConnectorHost host, boolean run) {
     this.host = host;
     this.mapper = host.mapper();
-    this.table = "\"" + host.schema() + "\".connectors";
-    this.versions = "\"" + host.schema() + "\".connectors_version";
+    String schema = Ident.quote("Queen's schema", host.schema());
+    this.table = schema + ".connectors";
+    this.versions = schema + ".connectors_version";
     this.key = host.encryptionKey().orElse(null);
     this.meters = SinkMeters.of(host.meterRegistry());
     this.sourceMeters = SourceMeters.of(host.meterRegistry());

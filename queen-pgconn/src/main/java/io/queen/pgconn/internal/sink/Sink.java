@@ -52,7 +52,7 @@ import org.slf4j.LoggerFactory;
  */
 public final class Sink {
   private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
-  static final String PROGRESS = "\"queen\".\"sink_progress\"";
+  static final String PROGRESS = Ident.quote("queen") + "." + Ident.quote("sink_progress");
   static final String PROGRESS_DDL = """
       create table if not exists queen.sink_progress (
         sink         text        not null,
@@ -61,7 +61,7 @@ public final class Sink {
         last_offset  bigint      not null,
         updated_at   timestamptz not null default now(),
         primary key (sink, partition_id))""";
-  static final String DEAD = "\"queen\".\"sink_dead_letters\"";
+  static final String DEAD = Ident.quote("queen") + "." + Ident.quote("sink_dead_letters");
   /**
    * A dead letter the sink decided in a target transaction (the progress row moved past it there), kept until the
    * message is applied: a batch that comes again because Queen's record of it was lost (a failed ack, a lost lease,

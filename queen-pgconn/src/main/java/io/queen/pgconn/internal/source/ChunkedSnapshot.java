@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -763,11 +764,12 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       StringBuilder sql = new StringBuilder("SELECT ");
       StringBuilder order = new StringBuilder();
       for (int k = 0; k < shape.keyIdx().length; k++) {
-        String col = "src." + quote(shape.relation().columns().get(shape.keyIdx()[k]).name());
+        String col = "src." + Ident.quoteCatalogName(shape.relation().columns().get(shape.keyIdx()[k]).name());
         sql.append(k == 0 ? "" : ", ").append(SourceSetup.printed(col));
         order.append(k == 0 ? "" : ", ").append(col).append(" DESC");
       }
-      sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name())).append(" AS src ORDER BY ")
+      sql.append(" FROM ").append(Ident.quoteCatalogName(t.schema())).append('.')
+          .append(Ident.quoteCatalogName(t.name())).append(" AS src ORDER BY ")
           .append(order).append(" LIMIT 1");
       List<String> out = null;
       try (PreparedStatement ps = c.prepareStatement(sql.toString()); ResultSet rs = ps.executeQuery()) {
@@ -821,9 +823,10 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       StringBuilder sql = new StringBuilder("SELECT ");
       for (int i = 0; i < n; i++) {
         sql.append(i == 0 ? "" : ", ")
-            .append(SourceSetup.printed("src." + quote(shape.relation().columns().get(i).name())));
+            .append(SourceSetup.printed("src." + Ident.quoteCatalogName(shape.relation().columns().get(i).name())));
       }
-      sql.append(" FROM ").append(quote(t.schema())).append('.').append(quote(t.name())).append(" AS src");
+      sql.append(" FROM ").append(Ident.quoteCatalogName(t.schema())).append('.')
+          .append(Ident.quoteCatalogName(t.name())).append(" AS src");
       String keyRow = keyList(shape, false);
       List<String> params = new ArrayList<>();
       List<String> where = new ArrayList<>();
@@ -874,7 +877,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       if (params) {
         b.append("?::").append(shape.castTypes()[k]);
       } else {
-        b.append("src.").append(quote(shape.relation().columns().get(shape.keyIdx()[k]).name()));
+        b.append("src.").append(Ident.quoteCatalogName(shape.relation().columns().get(shape.keyIdx()[k]).name()));
       }
     }
     return b.toString();
@@ -1015,14 +1018,6 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     ArrayNode a = JSON.createArrayNode();
     key.forEach(a::add);
     return a;
-  }
-
-  /** Any identifier, double-quoted with embedded quotes doubled (names come from the catalog or the document). */
-  static String quote(String ident) {
-    if (ident.indexOf('\0') >= 0) {
-      throw new IllegalArgumentException("identifier contains NUL");
-    }
-    return "\"" + ident.replace("\"", "\"\"") + "\"";
   }
 
   private static String literal(String s) {

@@ -9,6 +9,7 @@ import io.queen.Json;
 import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.Transaction;
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
@@ -195,10 +196,10 @@ final class Stream {
     walsenderPid = replication.unwrap(PGConnection.class).getBackendPID();
     byOid = tableIds(normal, spec);
     stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
-        .withSlotName("\"" + spec.slot() + "\"")
+        .withSlotName(Ident.quote(spec.slot()))
         .withStartPosition(LogSequenceNumber.valueOf(pointer.lsn()))
         .withSlotOption("proto_version", 1)
-        .withSlotOption("publication_names", "\"" + spec.publication() + "\"")
+        .withSlotOption("publication_names", Ident.quote(spec.publication()))
         .withSlotOption("messages", true)
         .withStatusInterval(5, TimeUnit.SECONDS)
         .withAutomaticFlush(false)
@@ -679,13 +680,15 @@ final class Stream {
     awaitVisible(xid, table);
     StringBuilder sql = new StringBuilder("select ");
     for (int j = 0; j < missing.size(); j++) {
-      sql.append(j == 0 ? "" : ", ").append(SourceSetup.printed(SourceSetup.quote(rel.columns().get(missing.get(j)).name())));
+      String column = Ident.quoteCatalogName(rel.columns().get(missing.get(j)).name());
+      sql.append(j == 0 ? "" : ", ").append(SourceSetup.printed(column));
     }
     sql.append(" from ").append(currentName(rel, table)).append(" where ");
     List<String> keys = new ArrayList<>();
     for (int i = 0; i < rel.columns().size(); i++) {
       if (rel.columns().get(i).key()) {
-        sql.append(keys.isEmpty() ? "" : " and ").append(SourceSetup.quote(rel.columns().get(i).name())).append(" = ?");
+        String column = Ident.quoteCatalogName(rel.columns().get(i).name());
+        sql.append(keys.isEmpty() ? "" : " and ").append(column).append(" = ?");
         keys.add(after.texts()[i]);
       }
     }

@@ -3,6 +3,7 @@ package io.queen.pgconn.internal.source;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.pgconn.internal.spec.Ident;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.ArrayDeque;
@@ -92,7 +93,7 @@ final class SnapshotDriver implements AutoCloseable {
 
   SnapshotDriver(Connection c, ChunkedSnapshot.Table... tables) throws SQLException {
     this.slot = new DecodingSlot(c, java.util.Arrays.stream(tables)
-        .map(t -> ChunkedSnapshot.quote(t.schema()) + "." + ChunkedSnapshot.quote(t.name())).toArray(String[]::new));
+        .map(t -> Ident.quoteCatalogName(t.schema()) + "." + Ident.quoteCatalogName(t.name())).toArray(String[]::new));
     this.thread = new Thread(this::loop, "snapshot-driver");
   }
 
