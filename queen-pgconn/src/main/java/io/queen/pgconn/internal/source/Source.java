@@ -13,6 +13,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -29,7 +30,7 @@ import org.slf4j.LoggerFactory;
  * not find the slot active), also while the node closes (through {@code ConnectorHost.kv()}). Threads: one owner
  * thread per source ({@code pg-<name>}), plus the stream's two while streaming. Status methods are thread-safe.
  */
-public final class Source {
+public final class Source implements Stream.Owner {
   private static final Logger LOG = LoggerFactory.getLogger(Source.class);
 
   private final ConnectorHost host;
@@ -127,17 +128,16 @@ public final class Source {
     return version;
   }
 
-  /** This node's id, for log lines. */
-  String node() {
+  @Override
+  public String node() {
     return host.nodeId();
   }
 
   /**
-   * Whether this document is still the stored one, asked by the stream before it passes over a change of a table
-   * the document does not name; throws when Queen's database cannot tell now (the stream then stops and tries again
-   * rather than pass over a change a newer document may stream).
+   * {@inheritDoc} The stream then stops and tries again rather than pass over a change a newer document may stream.
    */
-  boolean storedStrictly() {
+  @Override
+  public boolean storedStrictly() {
     return stored.getAsBoolean();
   }
 
@@ -216,7 +216,8 @@ public final class Source {
     return !stopped && lease.held() && ("streaming".equals(phase) || "snapshot".equals(phase));
   }
 
-  /** Counts rows the snapshot pushed (the snapshot calls it; {@code queen_pg_source_snapshot_rows_total}). */
+  /** Counts rows the snapshot pushed ({@code queen_pg_source_snapshot_rows_total}). */
+  @Override
   public void snapshotRows(long n) {
     if (n > 0) {
       snapshotRows.addAndGet(n);
@@ -224,11 +225,13 @@ public final class Source {
     }
   }
 
-  void truncateSkipped() {
+  @Override
+  public void truncateSkipped() {
     truncates.incrementAndGet();
   }
 
-  void committed(int events, int txs, Pointer p, long commitMicros) {
+  @Override
+  public void committed(int events, int txs, Pointer p, long commitMicros) {
     messages.addAndGet(events);
     transactions.addAndGet(txs);
     meters.messages(events);
@@ -666,7 +669,7 @@ public final class Source {
       pointerLsn = pointer.lsn();
       // the snapshot's rows are counted by the stream once Queen committed them (a chunk handed over and lost
       // with its owner is copied again by the next one, and counted there)
-      SnapshotHook h = !spec.snapshotFirst() ? null : ChunkedSnapshot.forSource(spec, pointer.epoch(),
+      SnapshotHook h = !spec.snapshotFirst() ? null : snapshot(spec, pointer.epoch(),
           () -> conns.normal(codec), rows -> { }, r -> host.newThread("pg-" + spec.name() + "-snapshot", r));
       if (h != null) {
         try {
@@ -849,5 +852,19 @@ public final class Source {
   public static void requestResync(ConnectorHost host, String name) {
     host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(name), host.mapper().createObjectNode().put("resync", true),
         Kv.forever());
+  }
+
+  /**
+   * The snapshot of a source: its tables in document order, {@code snapshotChunkRows}, events with the source's
+   * epoch, rows counted into {@code queen_pg_source_snapshot_rows_total}.
+   */
+  private static ChunkedSnapshot snapshot(SourceSpec spec, String epoch, ChunkedSnapshot.Connector normal,
+      java.util.function.LongConsumer rows, java.util.function.Function<Runnable, Thread> threads) {
+    List<SnapshotTable> tables = new ArrayList<>();
+    for (SourceSpec.Table t : spec.tables()) {
+      tables.add(new SnapshotTable(t.schema(), t.table(), t.queue(), t.partitionBy(), t.single()));
+    }
+    return new ChunkedSnapshot(tables, spec.snapshotChunkRows(), normal, Values::apply, new SnapshotEvents(epoch),
+        rows, threads);
   }
 }

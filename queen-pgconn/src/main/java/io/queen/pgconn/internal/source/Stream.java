@@ -70,6 +70,31 @@ final class Stream {
     BROKEN
   }
 
+  /**
+   * What the stream tells the owner it runs for (the source, on its owner thread): counts, the committed pointer,
+   * and whether its document is still the stored one. The stream's own interface, so that the owner depends on the
+   * stream and never the other way; called from the committer and pusher threads.
+   */
+  interface Owner {
+    /** This node's id, for log lines. */
+    String node();
+
+    /**
+     * Whether this document is still the stored one, asked before the stream passes over a change of a table the
+     * document does not name; throws when Queen's database cannot tell now.
+     */
+    boolean storedStrictly();
+
+    /** Counts rows the snapshot pushed in a committed bundle. */
+    void snapshotRows(long n);
+
+    /** Counts a truncate the stream passed over. */
+    void truncateSkipped();
+
+    /** A bundle committed: its events and transactions, the pointer now, its last commit time (0: none). */
+    void committed(int events, int txs, Pointer p, long commitMicros);
+  }
+
   /** Thrown by the committer for {@link Kind#DOCUMENT_CHANGED}. */
   private static final class DocumentChanged extends RuntimeException {
     DocumentChanged() {
@@ -104,7 +129,7 @@ final class Stream {
   private record Ready(Transaction tx, ObjectNode pointerJson, Pointer next, int events, int transactions,
       long commitMicros, int snapshotRows) {}
 
-  private final Source source;
+  private final Owner owner;
   private final SourceSpec spec;
   private final Codec codec;
   private final Queen queen;
@@ -162,9 +187,9 @@ final class Stream {
    */
   private boolean checkedThisBundle;
 
-  Stream(Source source, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
+  Stream(Owner owner, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
       Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion, StandbyGate gate) {
-    this.source = source;
+    this.owner = owner;
     this.spec = spec;
     this.codec = codec;
     this.queen = queen;
@@ -389,7 +414,7 @@ final class Stream {
             bytes = 0;
           }
         } else if (m instanceof PgMessage.Truncate) {
-          source.truncateSkipped();
+          owner.truncateSkipped();
         } else if (m instanceof PgMessage.Commit c) {
           if (open != null) {
             put(new Piece(c.commitLsn(), c.endLsn(), open.xid(), c.commitTimeMicros(), first, changes, true, bytes,
@@ -582,7 +607,7 @@ final class Stream {
         // published by a shared publication, not a source table; or a table a newer document adds: its changes
         // must not be passed over, so the stream stops here and the new document's instance streams them
         if (!checkedThisBundle) {
-          if (!source.storedStrictly()) {
+          if (!owner.storedStrictly()) {
             throw new DocumentChanged();
           }
           checkedThisBundle = true;
@@ -591,7 +616,7 @@ final class Stream {
       }
       if (renamedSaid.add(raw.oid())) {
         LOG.warn("{} - source '{}': table {} is logged as {}.{} (renamed); its changes go on to queue '{}'. Put the"
-            + " source with the table's new name: a restart under the old one stops with table_missing", source.node(),
+            + " source with the table's new name: a restart under the old one stops with table_missing", owner.node(),
             spec.name(), table.qualifiedName(), rel.schema(), rel.name(), table.queue());
       }
     }
@@ -902,8 +927,8 @@ final class Stream {
       confirmed(gate.committed(next.flush()));
     }
     if (ready.snapshotRows() > 0) {
-      source.snapshotRows(ready.snapshotRows());
+      owner.snapshotRows(ready.snapshotRows());
     }
-    source.committed(ready.events(), ready.transactions(), next, ready.commitMicros());
+    owner.committed(ready.events(), ready.transactions(), next, ready.commitMicros());
   }
 }
