@@ -57,6 +57,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Needs on the source: SELECT on the tables, and REPLICATION (or superuser) for
  * {@code pg_logical_emit_message}, which the source's role has anyway.
+ *
+ * <p>This file is somewhat over 600 lines on purpose: the window, the progress and the chunk thread's steps share one
+ * lock and its condition, and keeping every access to that state next to the lock is what lets a reader check it.
  */
 public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   /** The default of the document's {@code snapshotChunkRows}. */
