@@ -45,6 +45,9 @@ import org.slf4j.LoggerFactory;
  * pointer Queen holds whenever nothing is in flight. A failure ends all three threads (what was built and not
  * committed is dropped; the pointer did not move for it); {@link #failure()} says why, and the owner starts a new
  * stream. The committer turns each change into events through {@link StreamEvents}.
+ *
+ * <p>This file is a little over 600 lines on purpose: the three threads share the queue, the byte budget, the
+ * confirmation and the stopping flag, and keeping the threads' loops together keeps every use of that state in view.
  */
 final class Stream {
   private static final Logger LOG = LoggerFactory.getLogger(Stream.class);
