@@ -1,13 +1,16 @@
 package io.queen.pgconn;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.InvalidConnectorException;
 import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
@@ -72,6 +75,31 @@ class SinkTargetShapesTest {
       for (String name : List.of("inc", "defer", "odd")) {
         assertThat(queen.connectors().status(name).orElseThrow().counters().get("errors")).as(name).isZero();
       }
+    }
+  }
+
+  /**
+   * The document's table names are case-sensitive and always double-quoted: a mixed-case schema and table are
+   * written as named; a name outside the rule (a double quote) is refused when the document is put, naming the rule.
+   */
+  @Test
+  void aMixedCaseSchemaAndTableAreWrittenAsNamedAndAQuoteInANameIsRefused(TestDatabase db) throws Exception {
+    try (Connection c = db.connection(); Statement st = c.createStatement()) {
+      st.execute("create schema \"Sales\"");
+      st.execute("create table \"Sales\".\"Orders\" (id text primary key, v int)");
+    }
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+        .start()) {
+      queen.connectors().put("orders", """
+          {"kind": "sink", "sink": {"queue": "orders", "table": "Sales.Orders", "mode": "upsert"}}""");
+      queen.queue("orders").push(List.of(PushItem.of("k1", row("id", "k1", "v", 1)),
+          PushItem.of("k2", row("id", "k2", "v", 2))));
+      await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from \"Sales\".\"Orders\"") == 2);
+      assertThat(queen.connectors().status("orders").orElseThrow().counters().get("errors")).isZero();
+      assertThatThrownBy(() -> queen.connectors().put("quoted", """
+          {"kind": "sink", "sink": {"queue": "quoted", "table": "Sales.Or\\"ders", "mode": "upsert"}}"""))
+          .isInstanceOf(InvalidConnectorException.class).hasMessageContaining("sink.table")
+          .hasMessageContaining(Ident.RULE.pattern());
     }
   }
 

@@ -12,7 +12,9 @@ import io.queen.embedded.spi.ConnectorPlugin;
 import io.queen.pgconn.internal.sink.Sink;
 import io.queen.pgconn.internal.sink.SinkMeters;
 import io.queen.pgconn.internal.source.Source;
+import io.queen.pgconn.internal.source.SourceAdmin;
 import io.queen.pgconn.internal.source.SourceMeters;
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.pgconn.internal.spec.SinkSpec;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
@@ -63,8 +65,9 @@ final class Registry implements Connectors, ConnectorPlugin {
   Registry(ConnectorHost host, boolean run) {
     this.host = host;
     this.mapper = host.mapper();
-    this.table = "\"" + host.schema() + "\".connectors";
-    this.versions = "\"" + host.schema() + "\".connectors_version";
+    String schema = Ident.quote("Queen's schema", host.schema());
+    this.table = schema + ".connectors";
+    this.versions = schema + ".connectors_version";
     this.key = host.encryptionKey().orElse(null);
     this.meters = SinkMeters.of(host.meterRegistry());
     this.sourceMeters = SourceMeters.of(host.meterRegistry());
@@ -154,7 +157,7 @@ final class Registry implements Connectors, ConnectorPlugin {
           spec.tables().size(), spec.slot());
       // after the store: a change the running stream meets for a table it does not know makes it check the stored
       // document, which must be the new one by then
-      String why = Source.publishAddedTables(spec, conn != null && conn.hasPassword()
+      String why = SourceAdmin.publishAddedTables(spec, conn != null && conn.hasPassword()
           ? document.get("connection").get("password").asText() : null, host.dataSource());
       if (why != null) {
         LOG.info("{} - connector '{}': publication {} could not be checked for the tables this document adds ({}); the"
@@ -361,7 +364,7 @@ final class Registry implements Connectors, ConnectorPlugin {
       try {
         if (DocumentValidator.validate(name, read(deleted.document)) instanceof SourceSpec spec) {
           String password = deleted.sealed == null ? null : Sealer.open(key, name, deleted.sealed);
-          Source.dropObjects(host, spec, password);
+          SourceAdmin.dropObjects(host, spec, password);
         }
       } catch (RuntimeException e) {
         LOG.warn("{} - source '{}': its slot could not be dropped ({}); drop it by hand, it pins WAL", host.nodeId(),
@@ -391,7 +394,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     // a stored sink this node has not started: "starting" until its next re-read when it would run it here,
     // "disabled" when it is disabled or this node runs no connectors
     return get(name).map(d -> "source".equals(d.path("kind").asText())
-        ? Source.observed(host, name, d.path("enabled").asBoolean(true))
+        ? SourceAdmin.observed(host, name, d.path("enabled").asBoolean(true))
         : new ConnectorStatus(name, d.path("kind").asText("sink"), d.path("enabled").asBoolean(true)
             && host.runConnectors() ? "starting" : "disabled", null, null, Map.of(), null));
   }
@@ -406,7 +409,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     if (!"source".equals(doc.get().path("kind").asText())) {
       throw new InvalidConnectorException("kind", "connector '" + name + "' is a sink; only a source can be resynced");
     }
-    Source.requestResync(host, name);
+    SourceAdmin.requestResync(host, name);
     LOG.info("{} - source '{}': resync asked for (new epoch, slot recreated, new snapshot)", host.nodeId(), name);
     return true;
   }

@@ -1,5 +1,6 @@
 package io.queen.pgconn.internal.source;
 
+import io.queen.pgconn.internal.spec.Ident;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -258,18 +259,14 @@ final class ChangeEvents {
   static String selectList(PgMessage.Relation rel) {
     StringBuilder b = new StringBuilder();
     for (PgMessage.Relation.Column c : rel.columns()) {
-      b.append(b.isEmpty() ? "" : ", ").append(quote(c.name()));
+      b.append(b.isEmpty() ? "" : ", ").append(Ident.quoteCatalogName(c.name()));
     }
     return b.toString();
   }
 
   /** {@code "schema"."name"}, quoted as {@link #selectList} quotes. */
   static String qualifiedName(PgMessage.Relation rel) {
-    return quote(rel.schema()) + "." + quote(rel.name());
-  }
-
-  static String quote(String identifier) {
-    return "\"" + identifier.replace("\"", "\"\"") + "\"";
+    return Ident.quoteCatalogName(rel.schema()) + "." + Ident.quoteCatalogName(rel.name());
   }
 
   /**

@@ -12,7 +12,7 @@ import java.util.Objects;
  * same row. No {@code xid}; {@code lsn} is the HW marker's, {@code ts} the chunk's read time. Its own
  * {@link TypeRegistry}, resolved on the chunk thread ({@link #prepare}); the events are built on the stream's.
  */
-final class SnapshotEvents implements ChunkedSnapshot.Events {
+final class SnapshotEvents implements ChunkEvents {
   private final String epoch;
   private final TypeRegistry types = new TypeRegistry();
   private final ChangeEvents events = new ChangeEvents(types);
@@ -29,20 +29,20 @@ final class SnapshotEvents implements ChunkedSnapshot.Events {
   }
 
   @Override
-  public SourceEvent read(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn,
+  public SourceEvent read(SnapshotTable table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn,
       long tsMicros, long position, int seq) {
     return new SourceEvent(table.queue(), partition(table, shape, row), MessageIds.snapshot(epoch, position, seq),
         events.event('r', shape, null, row, lsn, null, tsMicros, seq));
   }
 
   @Override
-  public SourceEvent fill(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row,
+  public SourceEvent fill(SnapshotTable table, PgMessage.Relation shape, PgMessage.Tuple row,
       PgMessage.Tuple fill, long lsn, long tsMicros, long position, int seq) {
     return new SourceEvent(table.queue(), partition(table, shape, row), MessageIds.fill(epoch, position, seq),
         events.event('u', shape, null, fill, lsn, null, tsMicros, seq));
   }
 
-  private String partition(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row) {
+  private String partition(SnapshotTable table, PgMessage.Relation shape, PgMessage.Tuple row) {
     return events.partition(shape, row, table.single() ? List.of("single") : table.partitionBy());
   }
 }

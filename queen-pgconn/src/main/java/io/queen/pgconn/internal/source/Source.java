@@ -1,6 +1,5 @@
 package io.queen.pgconn.internal.source;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import io.queen.ConnectorStatus;
 import io.queen.Kv;
 import io.queen.KvEntry;
@@ -9,10 +8,9 @@ import io.queen.embedded.spi.ConnectorHost;
 import io.queen.pgconn.internal.spec.ErrorCode;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -28,8 +26,13 @@ import org.slf4j.LoggerFactory;
  * {@link #stop()} gives the lease back at once, as soon as its walsender has let go of the slot (so the next owner does
  * not find the slot active), also while the node closes (through {@code ConnectorHost.kv()}). Threads: one owner
  * thread per source ({@code pg-<name>}), plus the stream's two while streaming. Status methods are thread-safe.
+ *
+ * <p>Beside it: {@link Takeover} (fencing the pointer, ending an earlier owner's walsender) and {@link SourceAdmin}
+ * (what any node does to a source it need not run). This file stays near 700 lines on purpose: a spell of ownership
+ * ({@code own}) and the status read and write the same phase, code, note and counters, and split across files that
+ * state would be shared through setters that say less than the code does here.
  */
-public final class Source {
+public final class Source implements Stream.Owner {
   private static final Logger LOG = LoggerFactory.getLogger(Source.class);
 
   private final ConnectorHost host;
@@ -44,6 +47,7 @@ public final class Source {
   private volatile boolean withdrawn;
   private final SourceMeters.Connector meters;
   private final Lease lease;
+  private final Takeover takeover;
   private final Codec codec;
   private volatile Thread owner;
   private volatile boolean stopped;
@@ -67,8 +71,6 @@ public final class Source {
   private volatile long pointerLsn;
   /** The idle standby slots last warned about (owner thread only). */
   private String idleSaid = "";
-  /** When this owner first found the slot held by someone else (nanoTime), 0 while it was not (owner thread only). */
-  private long slotBusySince;
   private volatile long lastCommitMicros;
 
   public Source(ConnectorHost host, SourceSpec spec, long version, String password, SourceMeters meters) {
@@ -88,6 +90,7 @@ public final class Source {
     this.password = password;
     this.codec = new DecoderCodec();
     this.lease = new Lease(host.kv(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
+    this.takeover = new Takeover(host, spec, lease);
     this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(this::slotLagGauge, () -> pointerLsn,
         this::lagSecondsGauge));
   }
@@ -114,30 +117,20 @@ public final class Source {
     return at == 0 ? 0 : Math.max(0, System.currentTimeMillis() * 1000 - at) / 1e6;
   }
 
-  /**
-   * At a put of this source's document: adds its tables that the existing publication lacks, so a table added to a
-   * running source is streamed from the put on, not from when its owner runs the new document. Null when done (or
-   * nothing to do), else why not.
-   */
-  public static String publishAddedTables(SourceSpec spec, String password, javax.sql.DataSource queens) {
-    return SourceSetup.publishAddedTables(spec, password, queens);
-  }
-
   public long version() {
     return version;
   }
 
-  /** This node's id, for log lines. */
-  String node() {
+  @Override
+  public String node() {
     return host.nodeId();
   }
 
   /**
-   * Whether this document is still the stored one, asked by the stream before it passes over a change of a table
-   * the document does not name; throws when Queen's database cannot tell now (the stream then stops and tries again
-   * rather than pass over a change a newer document may stream).
+   * {@inheritDoc} The stream then stops and tries again rather than pass over a change a newer document may stream.
    */
-  boolean storedStrictly() {
+  @Override
+  public boolean storedStrictly() {
     return stored.getAsBoolean();
   }
 
@@ -157,7 +150,7 @@ public final class Source {
    */
   public void dropWhatItCreated() {
     if (createdSlot) {
-      dropObjects(host, spec, password);
+      SourceAdmin.dropObjects(host, spec, password);
     }
   }
 
@@ -216,7 +209,8 @@ public final class Source {
     return !stopped && lease.held() && ("streaming".equals(phase) || "snapshot".equals(phase));
   }
 
-  /** Counts rows the snapshot pushed (the snapshot calls it; {@code queen_pg_source_snapshot_rows_total}). */
+  /** Counts rows the snapshot pushed ({@code queen_pg_source_snapshot_rows_total}). */
+  @Override
   public void snapshotRows(long n) {
     if (n > 0) {
       snapshotRows.addAndGet(n);
@@ -224,11 +218,13 @@ public final class Source {
     }
   }
 
-  void truncateSkipped() {
+  @Override
+  public void truncateSkipped() {
     truncates.incrementAndGet();
   }
 
-  void committed(int events, int txs, Pointer p, long commitMicros) {
+  @Override
+  public void committed(int events, int txs, Pointer p, long commitMicros) {
     messages.addAndGet(events);
     transactions.addAndGet(txs);
     meters.messages(events);
@@ -262,33 +258,6 @@ public final class Source {
     phase = next;
   }
 
-  /**
-   * The status of a source this node does not run (a node built with {@code runConnectors(false)}, or one that has
-   * not read the document yet): the lease's node and expiry and the pointer, read from KV like on every node;
-   * phase {@code standby} while some node holds the lease, else {@code disabled}; no counters (they are per node).
-   */
-  public static ConnectorStatus observed(ConnectorHost host, String name, boolean enabled) {
-    String leaseNode = null;
-    Instant expires = null;
-    JsonNode pointer = null;
-    try {
-      KvEntry l = Lease.read(host.kv(), name);
-      if (l.found()) {
-        leaseNode = l.value().path("node").asText(null);
-        expires = l.expiresAt();
-      }
-      KvEntry p = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(name));
-      pointer = p.found() ? p.value() : null;
-    } catch (RuntimeException e) {
-      // Queen's database unavailable: nothing more to tell
-    }
-    // held by another node: standby; stored and enabled but owned by no node at this moment (not read yet, or
-    // between owners): starting, whether or not this node runs connectors (a node that does not still reports it)
-    String phase = !enabled ? "disabled" : leaseNode != null ? "standby" : "starting";
-    return new ConnectorStatus(name, "source", phase, null, null, Map.of(), null,
-        pointer == null ? null : pointer.path("lsn").asText(null), leaseNode, expires, pointer);
-  }
-
   public ConnectorStatus status() {
     // the phase before the counters: committed() moves the counters first, so a phase read here never runs ahead of
     // them (a status read as the snapshot finished said streaming with the last table's rows not yet counted)
@@ -304,20 +273,7 @@ public final class Source {
     if (!Double.isNaN(slotLagBytes)) {
       counters.put("slotLagBytes", (long) slotLagBytes); // the gauge's reading, on the owner only (dashboards show it)
     }
-    String leaseNode = null;
-    Instant expires = null;
-    JsonNode pointer = null;
-    try {
-      KvEntry l = Lease.read(host.kv(), spec.name());
-      if (l.found()) {
-        leaseNode = l.value().path("node").asText(null);
-        expires = l.expiresAt();
-      }
-      KvEntry p = host.queen().kv().get(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
-      pointer = p.found() ? p.value() : null;
-    } catch (RuntimeException e) {
-      // Queen's database unavailable: the status shows what this node knows
-    }
+    SourceAdmin.Stored stored = SourceAdmin.stored(host, spec.name()); // what this node knows when unavailable
     if (!spec.enabled()) {
       ph = "disabled";
     } else if (!lease.held() && !"error".equals(ph)) {
@@ -326,7 +282,7 @@ public final class Source {
     ErrorCode code = lastCode;
     String error = code != null ? lastError : note;
     return new ConnectorStatus(spec.name(), "source", ph, code == null ? null : code.code(), error, counters,
-        lastProgress, pointer == null ? null : pointer.path("lsn").asText(null), leaseNode, expires, pointer);
+        lastProgress, stored.lsn(), stored.leaseNode(), stored.expires(), stored.pointer());
   }
 
   // ------------------------------------------------------------------------------ the owner thread
@@ -366,7 +322,7 @@ public final class Source {
             Thread.sleep(Math.max(100, lease.ttl().toMillis() / 3));
             continue;
           }
-          slotBusySince = 0; // a new spell of ownership: any wait for the slot starts from here
+          takeover.slotFree(); // a new spell of ownership: any wait for the slot starts from here
           LOG.info("{} - source '{}': this node owns it now", host.nodeId(), spec.name());
         }
         if (lastCode == null) {
@@ -464,99 +420,6 @@ public final class Source {
     }
   }
 
-  /**
-   * Reads the pointer and writes it back unchanged with {@code expect}, so its version moves: an owner before this one
-   * that lost the lease without noticing (a paused process, a host cut off) and goes on finds its next commit refused
-   * (its {@code expect} names the old version) and commits nothing more, instead of moving the pointer under this
-   * owner. A pointer that moves between the read and the write (that earlier owner's last commit, or a resync) is
-   * read again. Returns {@code null}, having logged why, when the lease does not name this node.
-   */
-  private KvEntry fencePointer() {
-    Holder h = leaseHolder();
-    if (h != Holder.THIS_NODE) {
-      // this node must not move the pointer under another owner: it stands by, and says why
-      switch (h) {
-        case OTHER_NODE -> LOG.warn("{} - source '{}': the lease names another node now (this node was paused past"
-            + " it?); standing by", host.nodeId(), spec.name());
-        case NOBODY -> LOG.info("{} - source '{}': this node's lease ran out before the stream started (Queen's database"
-            + " slow or out of reach?); it takes the lease again", host.nodeId(), spec.name());
-        default -> LOG.info("{} - source '{}': Queen's database did not answer the lease check; trying again",
-            host.nodeId(), spec.name());
-      }
-      return null;
-    }
-    String key = Lease.pointerKey(spec.name());
-    KvEntry pe = host.queen().kv().get(Lease.NAMESPACE, key);
-    for (int i = 0; pe.found() && i < 5; i++) {
-      KvWriteResult w = host.queen().kv().put(Lease.NAMESPACE, key, pe.value(),
-          Kv.forever().expect(pe.version()));
-      if (w.applied()) {
-        return host.queen().kv().get(Lease.NAMESPACE, key);
-      }
-      pe = host.queen().kv().get(Lease.NAMESPACE, key);
-    }
-    return pe;
-  }
-
-  /**
-   * This node holds the lease, and the slot is still held (55006): when the holder is a walsender of this source
-   * ({@code application_name}), it belongs to an earlier owner that lost the lease without letting go, a paused
-   * process or a host cut off, which PostgreSQL would otherwise keep until {@code wal_sender_timeout} (60 s by default)
-   * or for as long as the host's TCP stack answers for it. After one lease TTL of waiting it is ended
-   * ({@code pg_terminate_backend}, which the source's role may do to its own sessions), so the takeover takes about
-   * two TTLs (the lease's, then this wait). A slot held by anything else (another program) is waited for, never
-   * ended.
-   */
-  private void endStaleWalsender(Connection normal) {
-    long now = System.nanoTime();
-    if (slotBusySince == 0) {
-      slotBusySince = now;
-      return;
-    }
-    if (now - slotBusySince < lease.ttl().toNanos() || leaseHolder() != Holder.THIS_NODE) {
-      return; // (a node paused past its lease must not end the new owner's walsender)
-    }
-    try (PreparedStatement st = normal.prepareStatement("select a.pid, pg_terminate_backend(a.pid)"
-        + " from pg_replication_slots s join pg_stat_activity a on a.pid = s.active_pid"
-        + " where s.slot_name = ? and a.application_name = ? and a.backend_type = 'walsender'")) {
-      st.setString(1, spec.slot());
-      st.setString(2, SourceConnections.applicationName(spec));
-      try (ResultSet rs = st.executeQuery()) {
-        while (rs.next()) {
-          LOG.warn("{} - source '{}': the slot {} was still held by walsender pid {} of an earlier owner that lost the"
-              + " lease without letting go (a paused process or a host cut off); {} so this node can stream",
-              host.nodeId(), spec.name(), spec.slot(), rs.getInt(1), rs.getBoolean(2) ? "it was ended"
-              : "ending it was refused, try again");
-        }
-      }
-      slotBusySince = now;
-    } catch (SQLException e) {
-      LOG.warn("{} - source '{}': could not end the earlier owner's walsender holding slot {} ({})", host.nodeId(),
-          spec.name(), spec.slot(), host.describe(e));
-    }
-  }
-
-  /**
-   * Whether the lease, as stored, names this node: what {@link Lease#held()} believes is this node's own view, which a
-   * pause past the TTL leaves stale until the renewal thread notices. A lease that names another node is given up here.
-   */
-  private Holder leaseHolder() {
-    KvEntry l;
-    try {
-      l = Lease.read(host.kv(), spec.name());
-    } catch (RuntimeException e) {
-      return Holder.UNKNOWN; // Queen's database out of reach: do nothing that needs the lease
-    }
-    if (l.found() && host.nodeId().equals(l.value().path("node").asText())) {
-      return Holder.THIS_NODE;
-    }
-    lease.abandon();
-    return l.found() ? Holder.OTHER_NODE : Holder.NOBODY;
-  }
-
-  /** Whom the source's lease names, read from Queen's database. */
-  private enum Holder { THIS_NODE, OTHER_NODE, NOBODY, UNKNOWN }
-
   /** One spell of ownership: setup, slot check, stream, lease renewals; returns when it ends. */
   private void own() throws SQLException, InterruptedException {
     SourceConnections conns;
@@ -573,7 +436,7 @@ public final class Source {
         error(f.code, f.getMessage());
         return;
       }
-      KvEntry pe = fencePointer();
+      KvEntry pe = takeover.fencePointer();
       if (pe == null) {
         return;
       }
@@ -666,7 +529,7 @@ public final class Source {
       pointerLsn = pointer.lsn();
       // the snapshot's rows are counted by the stream once Queen committed them (a chunk handed over and lost
       // with its owner is copied again by the next one, and counted there)
-      SnapshotHook h = !spec.snapshotFirst() ? null : ChunkedSnapshot.forSource(spec, pointer.epoch(),
+      SnapshotHook h = !spec.snapshotFirst() ? null : snapshot(spec, pointer.epoch(),
           () -> conns.normal(codec), rows -> { }, r -> host.newThread("pg-" + spec.name() + "-snapshot", r));
       if (h != null) {
         try {
@@ -692,10 +555,10 @@ public final class Source {
           phase = "waiting_for_slot";
           note = "another process holds the slot " + spec.slot();
           lastCode = null;
-          endStaleWalsender(normal);
+          takeover.endStaleWalsender(normal);
           return;
         }
-        slotBusySince = 0;
+        takeover.slotFree();
         if ("42704".equals(state)) {
           error(ErrorCode.SLOT_LOST, "slot " + spec.slot());
           return;
@@ -707,7 +570,7 @@ public final class Source {
         throw e;
       }
       stream = s;
-      slotBusySince = 0;
+      takeover.slotFree();
       if (h != null) {
         h.start();
       }
@@ -815,39 +678,17 @@ public final class Source {
     }
   }
 
-  // ------------------------------------------------------------------------------ delete and resync
-
-  /** Drops the slot (and the publication when managed) of a deleted source; best effort, logged. */
-  public static void dropObjects(ConnectorHost host, SourceSpec spec, String password) {
-    Codec codec = new DecoderCodec();
-    try (Connection c = SourceConnections.of(spec, password, host.dataSource()).normal(codec)) {
-      for (int i = 0; i < 50 && !SourceSetup.dropSlot(c, spec.slot()); i++) {
-        Thread.sleep(200); // its owner is stopping
-      }
-      if (spec.managePublication()) {
-        if (SourceSetup.createdBy(c, spec.publication(), spec.name())) {
-          SourceSetup.dropPublication(c, spec.publication());
-        } else if (SourceSetup.publicationExists(c, spec.publication())) {
-          LOG.info("{} - source '{}': kept publication {}, which the source did not create", host.nodeId(),
-              spec.name(), spec.publication());
-        }
-      }
-      host.queen().kv().delete(Lease.NAMESPACE, Lease.pointerKey(spec.name()));
-    } catch (SQLException | SourceConnections.Unavailable | RuntimeException e) {
-      LOG.warn("{} - source '{}': could not reach its database to drop its slot {}, if the source ever created it ({});"
-          + " look in pg_replication_slots there and drop it by hand: a slot pins WAL", host.nodeId(), spec.name(),
-          spec.slot(), e instanceof SQLException || e instanceof RuntimeException ? host.describe(e) : e.getMessage());
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-  }
-
   /**
-   * Asks for a resync: the pointer is replaced by one marked {@code resync} (so the owner's next pointer write
-   * fails and it stops); the owner then drops the slot, creates it again and starts a new epoch.
+   * The snapshot of a source: its tables in document order, {@code snapshotChunkRows}, events with the source's
+   * epoch, rows counted into {@code queen_pg_source_snapshot_rows_total}.
    */
-  public static void requestResync(ConnectorHost host, String name) {
-    host.queen().kv().put(Lease.NAMESPACE, Lease.pointerKey(name), host.mapper().createObjectNode().put("resync", true),
-        Kv.forever());
+  private static ChunkedSnapshot snapshot(SourceSpec spec, String epoch, ChunkedSnapshot.Connector normal,
+      java.util.function.LongConsumer rows, java.util.function.Function<Runnable, Thread> threads) {
+    List<SnapshotTable> tables = new ArrayList<>();
+    for (SourceSpec.Table t : spec.tables()) {
+      tables.add(new SnapshotTable(t.schema(), t.table(), t.queue(), t.partitionBy(), t.single()));
+    }
+    return new ChunkedSnapshot(tables, spec.snapshotChunkRows(), normal, Values::apply, new SnapshotEvents(epoch),
+        rows, threads);
   }
 }

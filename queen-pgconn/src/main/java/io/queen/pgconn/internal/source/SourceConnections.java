@@ -8,11 +8,14 @@ import java.net.URLDecoder;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.HashSet;
 import java.util.Locale;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.postgresql.PGProperty;
 import org.postgresql.ds.common.BaseDataSource;
@@ -200,5 +203,41 @@ final class SourceConnections {
   /** The database's user name the source runs as (for messages: never the password). */
   String user() {
     return user;
+  }
+
+  /** How long a stopping stream waits for its walsender to let go of the slot (a clean close takes milliseconds). */
+  static final long WALSENDER_GONE_MS = 2_000;
+
+  /**
+   * Polls the slot until a stopped stream's walsender no longer holds it: closing the replication connection ends the
+   * walsender, but its process lets go of the slot a moment later. Gives up after {@link #WALSENDER_GONE_MS} (a
+   * connection that vanished without a goodbye keeps its walsender until {@code wal_sender_timeout}) or when the normal
+   * connection fails; the next start then waits for the slot itself. {@code walsenderPid} 0: nothing to wait for.
+   */
+  static void awaitWalsenderGone(Connection normal, String slot, int walsenderPid) {
+    if (walsenderPid == 0) {
+      return;
+    }
+    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WALSENDER_GONE_MS);
+    try (PreparedStatement st = normal.prepareStatement(
+        "select 1 from pg_replication_slots where slot_name = ? and active_pid = ?")) {
+      st.setString(1, slot);
+      st.setInt(2, walsenderPid);
+      while (true) {
+        try (ResultSet rs = st.executeQuery()) {
+          if (!rs.next()) {
+            return;
+          }
+        }
+        if (System.nanoTime() - until > 0) {
+          return;
+        }
+        Thread.sleep(10);
+      }
+    } catch (SQLException | RuntimeException e) {
+      // the normal connection is gone too: nothing to wait with
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 }

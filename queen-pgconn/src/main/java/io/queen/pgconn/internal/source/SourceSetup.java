@@ -1,6 +1,7 @@
 package io.queen.pgconn.internal.source;
 
 import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -134,7 +135,7 @@ final class SourceSetup {
     }
     if (!replication) {
       throw new Failed(ErrorCode.NO_REPLICATION, "role " + role + " has no REPLICATION attribute: ALTER ROLE "
-          + quoteRole(role) + " REPLICATION");
+          + Ident.written(role) + " REPLICATION");
     }
   }
 
@@ -173,7 +174,7 @@ final class SourceSetup {
       if (exists && partitioned != null && !viaRoot(c, pub)) {
         // before the look-up below: without it the publication lists a partitioned table's partitions, not the table
         try (Statement st = c.createStatement()) {
-          st.execute("alter publication " + quote(pub) + " set (publish_via_partition_root = true)");
+          st.execute("alter publication " + Ident.quote(pub) + " set (publish_via_partition_root = true)");
         }
       }
       List<SourceSpec.Table> missing = missing(c, spec);
@@ -185,14 +186,14 @@ final class SourceSetup {
             throw new Failed(ErrorCode.CREATE_PRIVILEGE, "publication " + pub);
           }
         }
-        StringBuilder sql = new StringBuilder("create publication " + quote(pub) + " for table ");
+        StringBuilder sql = new StringBuilder("create publication " + Ident.quote(pub) + " for table ");
         for (int i = 0; i < spec.tables().size(); i++) {
           sql.append(i == 0 ? "" : ", ").append(spec.tables().get(i).sql());
         }
         // a partitioned table's changes are published under its own name, as the snapshot reads it
         sql.append(" with (publish = 'insert, update, delete, truncate', publish_via_partition_root = true)");
         // marked as the source's in the same implicit transaction: deleting the source drops only what it created
-        sql.append("; comment on publication ").append(quote(pub)).append(" is '").append(mark(spec.name()))
+        sql.append("; comment on publication ").append(Ident.quote(pub)).append(" is '").append(mark(spec.name()))
             .append('\'');
         try (Statement st = c.createStatement()) {
           st.execute(sql.toString());
@@ -204,7 +205,7 @@ final class SourceSetup {
       } else if (!missing.isEmpty()) {
         for (SourceSpec.Table t : missing) {
           try (Statement st = c.createStatement()) {
-            st.execute("alter publication " + quote(pub) + " add table " + t.sql());
+            st.execute("alter publication " + Ident.quote(pub) + " add table " + t.sql());
           } catch (SQLException e) {
             if (!"42710".equals(e.getSQLState())) { // added meanwhile by a put
               throw e;
@@ -300,7 +301,7 @@ final class SourceSetup {
       }
       for (SourceSpec.Table t : missing(c, spec)) {
         try (Statement st = c.createStatement()) {
-          st.execute("alter publication " + quote(spec.publication()) + " add table " + t.sql());
+          st.execute("alter publication " + Ident.quote(spec.publication()) + " add table " + t.sql());
         } catch (SQLException e) {
           if (!"42710".equals(e.getSQLState())) { // added meanwhile by the owner's setup
             throw e;
@@ -369,7 +370,7 @@ final class SourceSetup {
    */
   static String createSlot(Connection replication, String slot, boolean failover) throws SQLException {
     try (Statement st = replication.createStatement(); ResultSet rs = st.executeQuery("CREATE_REPLICATION_SLOT "
-        + quote(slot) + " LOGICAL pgoutput (" + (failover ? "FAILOVER true, " : "") + "SNAPSHOT 'nothing')")) {
+        + Ident.quote(slot) + " LOGICAL pgoutput (" + (failover ? "FAILOVER true, " : "") + "SNAPSHOT 'nothing')")) {
       rs.next();
       return rs.getString("consistent_point");
     }
@@ -381,7 +382,7 @@ final class SourceSetup {
    */
   static void makeFailover(Connection replication, String slot) throws SQLException {
     try (Statement st = replication.createStatement()) {
-      st.execute("ALTER_REPLICATION_SLOT " + quote(slot) + " (FAILOVER true)");
+      st.execute("ALTER_REPLICATION_SLOT " + Ident.quote(slot) + " (FAILOVER true)");
     }
   }
 
@@ -457,7 +458,7 @@ final class SourceSetup {
 
   static void dropPublication(Connection c, String publication) throws SQLException {
     try (Statement st = c.createStatement()) {
-      st.execute("drop publication if exists " + quote(publication));
+      st.execute("drop publication if exists " + Ident.quote(publication));
     }
   }
 
@@ -470,18 +471,6 @@ final class SourceSetup {
    */
   static String printed(String columnRef) {
     return "CASE WHEN " + columnRef + " IS NULL THEN NULL ELSE format('%s', " + columnRef + ") END";
-  }
-
-  /** A role name as ALTER ROLE takes it, for a message (any role name PostgreSQL allows). */
-  private static String quoteRole(String role) {
-    return role.matches("[a-z_][a-z0-9_$]*") ? role : "\"" + role.replace("\"", "\"\"") + "\"";
-  }
-
-  static String quote(String ident) {
-    if (!ident.matches("[A-Za-z_][A-Za-z0-9_$]{0,62}")) {
-      throw new IllegalArgumentException("identifier not allowed");
-    }
-    return "\"" + ident + "\"";
   }
 
   /** A table's replica identity as ALTER TABLE ... REPLICA IDENTITY names it ({@code pg_class.relreplident}). */

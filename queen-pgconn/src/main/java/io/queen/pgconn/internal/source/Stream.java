@@ -9,20 +9,14 @@ import io.queen.Json;
 import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.Transaction;
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
-import java.sql.Types;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -50,7 +44,10 @@ import org.slf4j.LoggerFactory;
  * ordinal) are dropped; the committer judges that against the pointer as it will be once everything it handed over is committed ({@code planned}), which is the
  * pointer Queen holds whenever nothing is in flight. A failure ends all three threads (what was built and not
  * committed is dropped; the pointer did not move for it); {@link #failure()} says why, and the owner starts a new
- * stream.
+ * stream. The committer turns each change into events through {@link StreamEvents}.
+ *
+ * <p>This file is a little over 600 lines on purpose: the three threads share the queue, the byte budget, the
+ * confirmation and the stopping flag, and keeping the threads' loops together keeps every use of that state in view.
  */
 final class Stream {
   private static final Logger LOG = LoggerFactory.getLogger(Stream.class);
@@ -69,11 +66,29 @@ final class Stream {
     BROKEN
   }
 
-  /** Thrown by the committer for {@link Kind#DOCUMENT_CHANGED}. */
-  private static final class DocumentChanged extends RuntimeException {
-    DocumentChanged() {
-      super("a newer document is stored", null, false, false);
-    }
+  /**
+   * What the stream tells the owner it runs for (the source, on its owner thread): counts, the committed pointer,
+   * and whether its document is still the stored one. The stream's own interface, so that the owner depends on the
+   * stream and never the other way; called from the committer and pusher threads.
+   */
+  interface Owner {
+    /** This node's id, for log lines. */
+    String node();
+
+    /**
+     * Whether this document is still the stored one, asked before the stream passes over a change of a table the
+     * document does not name; throws when Queen's database cannot tell now.
+     */
+    boolean storedStrictly();
+
+    /** Counts rows the snapshot pushed in a committed bundle. */
+    void snapshotRows(long n);
+
+    /** Counts a truncate the stream passed over. */
+    void truncateSkipped();
+
+    /** A bundle committed: its events and transactions, the pointer now, its last commit time (0: none). */
+    void committed(int events, int txs, Pointer p, long commitMicros);
   }
 
   /** One change as decoded, with its relation at that point of the stream. */
@@ -103,7 +118,7 @@ final class Stream {
   private record Ready(Transaction tx, ObjectNode pointerJson, Pointer next, int events, int transactions,
       long commitMicros, int snapshotRows) {}
 
-  private final Source source;
+  private final Owner owner;
   private final SourceSpec spec;
   private final Codec codec;
   private final Queen queen;
@@ -111,6 +126,7 @@ final class Stream {
   private final Connection normal;
   private final Connection replication;
   private final SnapshotHook hook;
+  private final StreamEvents events;
   private final String pointerKey;
   /**
    * Items for the committer. Bounded by count (so markers and type notes cannot pile up) and, for pieces, by
@@ -144,26 +160,10 @@ final class Stream {
   private Thread io;
   private Thread committer;
   private Thread pusher;
-  /** Relations as the stream sent them, to the same with their types resolved and their row key flagged. */
-  private final Map<PgMessage.Relation, PgMessage.Relation> keyed = new IdentityHashMap<>();
-  /**
-   * The document's tables by relation id, read at the start. The publication holds tables, not names: a table renamed
-   * while the source streams is logged under its new name, and a transaction of before a rename that a source put
-   * with the new name reads again under the old one. Either way the change is the table's, by its id.
-   */
-  private Map<Integer, SourceSpec.Table> byOid = Map.of();
-  /** Relation ids whose other name was logged (once each). */
-  private final Set<Integer> renamedSaid = new java.util.HashSet<>();
-  /**
-   * Whether the bundle being built has checked that this document is still the stored one (it does once, at its
-   * first change of a table the document does not name). Asked per bundle, never remembered across bundles: a put
-   * that adds a table the publication already holds changes nothing the stream would see.
-   */
-  private boolean checkedThisBundle;
 
-  Stream(Source source, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
+  Stream(Owner owner, SourceSpec spec, Codec codec, Queen queen, ObjectMapper mapper, Connection normal,
       Connection replication, SnapshotHook hook, Pointer pointer, long pointerVersion, StandbyGate gate) {
-    this.source = source;
+    this.owner = owner;
     this.spec = spec;
     this.codec = codec;
     this.queen = queen;
@@ -171,6 +171,7 @@ final class Stream {
     this.normal = normal;
     this.replication = replication;
     this.hook = hook;
+    this.events = new StreamEvents(spec, codec, normal, hook, owner::storedStrictly, owner.node(), () -> stopping);
     this.pointer = pointer;
     this.planned = pointer;
     this.pointerVersion = pointerVersion;
@@ -193,12 +194,12 @@ final class Stream {
   /** Starts replication at the pointer (throws what START_REPLICATION refused), then the three threads. */
   void start(java.util.function.BiFunction<String, Runnable, Thread> threads) throws SQLException {
     walsenderPid = replication.unwrap(PGConnection.class).getBackendPID();
-    byOid = tableIds(normal, spec);
+    events.load();
     stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
-        .withSlotName("\"" + spec.slot() + "\"")
+        .withSlotName(Ident.quote(spec.slot()))
         .withStartPosition(LogSequenceNumber.valueOf(pointer.lsn()))
         .withSlotOption("proto_version", 1)
-        .withSlotOption("publication_names", "\"" + spec.publication() + "\"")
+        .withSlotOption("publication_names", Ident.quote(spec.publication()))
         .withSlotOption("messages", true)
         .withStatusInterval(5, TimeUnit.SECONDS)
         .withAutomaticFlush(false)
@@ -219,24 +220,6 @@ final class Stream {
     pusher.start();
   }
 
-  /** The document's tables by their relation ids, as named now (a table not found is left out). */
-  private static Map<Integer, SourceSpec.Table> tableIds(Connection c, SourceSpec spec) throws SQLException {
-    Map<Integer, SourceSpec.Table> ids = new java.util.HashMap<>();
-    try (PreparedStatement st = c.prepareStatement("select c.oid::int8 from pg_class c"
-        + " join pg_namespace n on n.oid = c.relnamespace where n.nspname = ? and c.relname = ?")) {
-      for (SourceSpec.Table t : spec.tables()) {
-        st.setString(1, t.schema());
-        st.setString(2, t.table());
-        try (ResultSet rs = st.executeQuery()) {
-          if (rs.next()) {
-            ids.put((int) rs.getLong(1), t); // a uint32 as the decoder reads it
-          }
-        }
-      }
-    }
-    return ids;
-  }
-
   Failure failure() {
     return failure.get();
   }
@@ -255,7 +238,7 @@ final class Stream {
   }
 
   /**
-   * Stops the threads, closes the replication connection and waits (at most {@link #WALSENDER_GONE_MS}) until its
+   * Stops the threads, closes the replication connection and waits (at most {@link SourceConnections#WALSENDER_GONE_MS}) until its
    * walsender has let go of the slot, so that whoever starts next, this node again or the next owner once the lease
    * is given back, does not find the slot still active (55006). The owner closes the normal connection.
    */
@@ -285,43 +268,7 @@ final class Stream {
     } catch (SQLException | RuntimeException e) {
       // the connection may be gone
     }
-    awaitWalsenderGone();
-  }
-
-  /** How long {@link #stop()} waits for the walsender to let go of the slot (a clean close takes milliseconds). */
-  static final long WALSENDER_GONE_MS = 2_000;
-
-  /**
-   * Polls the slot until this stream's walsender no longer holds it: closing the replication connection ends the
-   * walsender, but its process lets go of the slot a moment later. Gives up after {@link #WALSENDER_GONE_MS} (a
-   * connection that vanished without a goodbye keeps its walsender until {@code wal_sender_timeout}) or when the normal
-   * connection fails; the next start then waits for the slot itself.
-   */
-  private void awaitWalsenderGone() {
-    if (walsenderPid == 0) {
-      return;
-    }
-    long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WALSENDER_GONE_MS);
-    try (PreparedStatement st = normal.prepareStatement(
-        "select 1 from pg_replication_slots where slot_name = ? and active_pid = ?")) {
-      st.setString(1, spec.slot());
-      st.setInt(2, walsenderPid);
-      while (true) {
-        try (ResultSet rs = st.executeQuery()) {
-          if (!rs.next()) {
-            return;
-          }
-        }
-        if (System.nanoTime() - until > 0) {
-          return;
-        }
-        Thread.sleep(10);
-      }
-    } catch (SQLException | RuntimeException e) {
-      // the normal connection is gone too: nothing to wait with
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
+    SourceConnections.awaitWalsenderGone(normal, spec.slot(), walsenderPid);
   }
 
   private void fail(Kind kind, Throwable cause) {
@@ -388,7 +335,7 @@ final class Stream {
             bytes = 0;
           }
         } else if (m instanceof PgMessage.Truncate) {
-          source.truncateSkipped();
+          owner.truncateSkipped();
         } else if (m instanceof PgMessage.Commit c) {
           if (open != null) {
             put(new Piece(c.commitLsn(), c.endLsn(), open.xid(), c.commitTimeMicros(), first, changes, true, bytes,
@@ -524,7 +471,7 @@ final class Stream {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } catch (DocumentChanged e) {
+    } catch (StreamEvents.DocumentChanged e) {
       if (!stopping) {
         fail(Kind.DOCUMENT_CHANGED, null);
       }
@@ -538,12 +485,13 @@ final class Stream {
   }
 
   private void push(List<Piece> bundle) throws SQLException, InterruptedException {
-    checkedThisBundle = false;
+    events.newBundle();
     Pointer p = planned;
-    List<io.queen.pgconn.internal.source.SourceEvent> events = new ArrayList<>();
+    List<SourceEvent> out = new ArrayList<>();
     int transactions = 0;
     Piece last = bundle.get(bundle.size() - 1);
     for (Piece piece : bundle) {
+      StreamEvents.Commit at = new StreamEvents.Commit(piece.commitLsn(), piece.xid(), piece.commitMicros(), p.epoch());
       if (piece.last()) {
         transactions++;
       }
@@ -552,7 +500,8 @@ final class Stream {
         if (p.covers(piece.commitLsn(), ordinal)) {
           continue; // R6: already in Queen
         }
-        events(piece, piece.changes().get(i), ordinal, events);
+        Change ch = piece.changes().get(i);
+        events.add(ch.relation(), ch.message(), at, ordinal, out);
       }
     }
     long flush = last.last() ? last.endLsn() : p.flush();
@@ -565,231 +514,7 @@ final class Stream {
       // pieces, from its start): handing its pointer over would move the pointer back within the transaction
       return;
     }
-    handOver(events, next, transactions, last.commitMicros(), 0);
-  }
-
-  private void events(Piece piece, Change ch, int ordinal, List<SourceEvent> out) throws SQLException {
-    PgMessage.Relation raw = ch.relation();
-    if (raw == null) {
-      throw new IllegalStateException("a change arrived before its relation");
-    }
-    PgMessage.Relation rel = raw;
-    SourceSpec.Table table = spec.table(rel.schema(), rel.name());
-    if (table == null) {
-      table = byOid.get(raw.oid());
-      if (table == null) {
-        // published by a shared publication, not a source table; or a table a newer document adds: its changes
-        // must not be passed over, so the stream stops here and the new document's instance streams them
-        if (!checkedThisBundle) {
-          if (!source.storedStrictly()) {
-            throw new DocumentChanged();
-          }
-          checkedThisBundle = true;
-        }
-        return;
-      }
-      if (renamedSaid.add(raw.oid())) {
-        LOG.warn("{} - source '{}': table {} is logged as {}.{} (renamed); its changes go on to queue '{}'. Put the"
-            + " source with the table's new name: a restart under the old one stops with table_missing", source.node(),
-            spec.name(), table.qualifiedName(), rel.schema(), rel.name(), table.queue());
-      }
-    }
-    rel = keyed.get(raw);
-    if (rel == null) {
-      rel = codec.resolve(normal, raw);
-      keyed.put(raw, rel);
-    }
-    String epoch = planned.epoch();
-    long lsn = piece.commitLsn();
-    if (ch.message() instanceof PgMessage.Insert i) {
-      emit(out, table, rel, i.after(), "c", null, i.after(), piece, ordinal, codec.changeId(epoch, lsn, ordinal));
-    } else if (ch.message() instanceof PgMessage.Delete d) {
-      emit(out, table, rel, d.before(), "d", d.before(), null, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
-    } else if (ch.message() instanceof PgMessage.Update u) {
-      // an unchanged TOASTed value is not in the new tuple; it is the old one's when the update carries that
-      PgMessage.Tuple now = unchangedFrom(u.after(), u.before());
-      String newPartition = codec.partition(rel, now, table);
-      String oldPartition = u.before() == null ? newPartition : codec.partition(rel, u.before(), table);
-      if (!oldPartition.equals(newPartition)) {
-        emit(out, table, rel, u.before(), "d", u.before(), null, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
-        PgMessage.Tuple full = readBack(rel, table, u.after(), piece.xid());
-        emit(out, table, rel, full, "c", null, full, piece, ordinal, codec.changeSecondId(epoch, lsn, ordinal));
-      } else {
-        emit(out, table, rel, now, "u", u.before(), now, piece, ordinal, codec.changeId(epoch, lsn, ordinal));
-      }
-    }
-  }
-
-  /**
-   * {@code after} with its unchanged TOASTed values ({@code 'u'}) taken from {@code before} where that has them as
-   * text: an update under replica identity full logs the whole old row, TOASTed values inlined; an old key tuple
-   * (default identity, a key change) has only the key's values, its other columns null, which are not taken.
-   */
-  private static PgMessage.Tuple unchangedFrom(PgMessage.Tuple after, PgMessage.Tuple before) {
-    if (before == null) {
-      return after;
-    }
-    char[] kinds = null;
-    String[] texts = null;
-    for (int i = 0; i < after.size() && i < before.size(); i++) {
-      if (after.kinds()[i] == 'u' && before.kinds()[i] == 't') {
-        if (kinds == null) {
-          kinds = after.kinds().clone();
-          texts = after.texts().clone();
-        }
-        kinds[i] = before.kinds()[i];
-        texts[i] = before.texts()[i];
-      }
-    }
-    return kinds == null ? after : new PgMessage.Tuple(kinds, texts);
-  }
-
-  private void emit(List<SourceEvent> out, SourceSpec.Table table, PgMessage.Relation rel, PgMessage.Tuple row,
-      String op, PgMessage.Tuple before, PgMessage.Tuple after, Piece piece, int ordinal, String id) {
-    SourceEvent e = new SourceEvent(table.queue(), codec.partition(rel, row, table), id, codec.event(op, rel, before,
-        after, piece.commitLsn(), piece.xid(), piece.commitMicros(), ordinal));
-    if (hook != null) {
-      // the snapshot knows its tables by the document's names: a table renamed while it copies is still that table
-      PgMessage.Relation named = rel.schema().equals(table.schema()) && rel.name().equals(table.table()) ? rel
-          : new PgMessage.Relation(rel.oid(), table.schema(), table.table(), rel.replicaIdentity(), rel.columns());
-      hook.onChange(named, row, piece.xid(), e);
-      if ("u".equals(op) && before != null) {
-        hook.onChange(named, before, piece.xid(), e); // a key change within one partition: the old key too
-      }
-    }
-    out.add(e);
-  }
-
-  /**
-   * A key change's new row with its unchanged TOASTed values read back from the table (they are not in the WAL).
-   * The value read can be newer than the change; the next event corrects it.
-   */
-  private PgMessage.Tuple readBack(PgMessage.Relation rel, SourceSpec.Table table, PgMessage.Tuple after, long xid)
-      throws SQLException {
-    List<Integer> missing = new ArrayList<>();
-    for (int i = 0; i < after.size(); i++) {
-      if (after.kinds()[i] == 'u') {
-        missing.add(i);
-      }
-    }
-    if (missing.isEmpty()) {
-      return after;
-    }
-    // a row not found once the change is visible was moved or deleted since: a later event of this key says so
-    awaitVisible(xid, table);
-    StringBuilder sql = new StringBuilder("select ");
-    for (int j = 0; j < missing.size(); j++) {
-      sql.append(j == 0 ? "" : ", ").append(SourceSetup.printed(SourceSetup.quote(rel.columns().get(missing.get(j)).name())));
-    }
-    sql.append(" from ").append(currentName(rel, table)).append(" where ");
-    List<String> keys = new ArrayList<>();
-    for (int i = 0; i < rel.columns().size(); i++) {
-      if (rel.columns().get(i).key()) {
-        sql.append(keys.isEmpty() ? "" : " and ").append(SourceSetup.quote(rel.columns().get(i).name())).append(" = ?");
-        keys.add(after.texts()[i]);
-      }
-    }
-    char[] kinds = after.kinds().clone();
-    String[] texts = after.texts().clone();
-    try (PreparedStatement st = normal.prepareStatement(sql.toString())) {
-      for (int k = 0; k < keys.size(); k++) {
-        st.setObject(k + 1, keys.get(k), Types.OTHER);
-      }
-      try (ResultSet rs = st.executeQuery()) {
-        if (rs.next()) {
-          for (int j = 0; j < missing.size(); j++) {
-            String v = rs.getString(j + 1);
-            kinds[missing.get(j)] = v == null ? 'n' : 't';
-            texts[missing.get(j)] = v;
-          }
-        }
-      }
-    }
-    return new PgMessage.Tuple(kinds, texts);
-  }
-
-  /** How long a key change's read-back waits for its transaction to become visible before the stream stops. */
-  static final long VISIBLE_WAIT_MS = 30_000;
-
-  /**
-   * Waits until transaction {@code xid} (its 32 bits, as pgoutput sends them) is visible to a new snapshot. Its commit
-   * record is flushed, so decoded and sent, a moment before the transaction leaves the running set, and under
-   * synchronous replication only once a standby answers: a read-back in between does not see the moved row, and
-   * the unchanged TOASTed values it was to fill in would be missing for good. Past {@link #VISIBLE_WAIT_MS} the
-   * stream stops at the change (nothing after it is pushed) and tries it again.
-   */
-  private void awaitVisible(long xid, SourceSpec.Table table) throws SQLException {
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(VISIBLE_WAIT_MS);
-    long pause = 1;
-    while (true) {
-      String snapshot;
-      try (Statement st = normal.createStatement(); ResultSet rs = st.executeQuery("select pg_current_snapshot()::text")) {
-        rs.next();
-        snapshot = rs.getString(1);
-      }
-      if (visible(snapshot, xid)) {
-        return;
-      }
-      if (stopping || System.nanoTime() - deadline > 0) {
-        throw new IllegalStateException("a key change of " + table.qualifiedName() + " (transaction " + xid + ") is"
-            + " committed but not visible after " + VISIBLE_WAIT_MS / 1000 + " s, so its moved row cannot be read"
-            + " back (a synchronous standby not answering?); the stream stops before it and tries again");
-      }
-      try {
-        Thread.sleep(pause);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new IllegalStateException("stopping");
-      }
-      pause = Math.min(100, pause * 2);
-    }
-  }
-
-  /**
-   * Whether the committed transaction {@code xid} (32 bits) is visible in {@code snapshot}
-   * ({@code pg_current_snapshot()} as text, {@code xmin:xmax:xip,...}): its full id is the one with those low bits
-   * nearest {@code xmax} (an assigned id is within 2^31 of it); visible when below {@code xmin}, or below
-   * {@code xmax} and not among the running ones. At or above {@code xmax} it is still running: the newest running
-   * transaction is not listed, {@code xmax} is one past the latest that completed.
-   */
-  static boolean visible(String snapshot, long xid) {
-    String[] parts = snapshot.split(":", -1);
-    long xmin = Long.parseLong(parts[0]);
-    long xmax = Long.parseLong(parts[1]);
-    long full = (xmax & ~0xFFFF_FFFFL) | (xid & 0xFFFF_FFFFL);
-    if (full > xmax + (1L << 31)) {
-      full -= 1L << 32;
-    } else if (full < xmax - (1L << 31)) {
-      full += 1L << 32;
-    }
-    if (full >= xmax) {
-      return false;
-    }
-    if (full < xmin) {
-      return true;
-    }
-    if (parts.length > 2 && !parts[2].isEmpty()) {
-      for (String running : parts[2].split(",")) {
-        if (Long.parseLong(running) == full) {
-          return false;
-        }
-      }
-    }
-    return true;
-  }
-
-  /**
-   * The table's name now, quoted, for a read-back: its relation id's, so a table renamed while the source streams
-   * (or a change from before a rename, read again under the new name) is read where it is.
-   */
-  private String currentName(PgMessage.Relation rel, SourceSpec.Table table) throws SQLException {
-    try (PreparedStatement st = normal.prepareStatement("select quote_ident(n.nspname) || '.' || quote_ident(c.relname)"
-        + " from pg_class c join pg_namespace n on n.oid = c.relnamespace where c.oid = ?::bigint::oid")) {
-      st.setLong(1, Integer.toUnsignedLong(rel.oid()));
-      try (ResultSet rs = st.executeQuery()) {
-        return rs.next() ? rs.getString(1) : table.sql();
-      }
-    }
+    handOver(out, next, transactions, last.commitMicros(), 0);
   }
 
   private void marker(PgMessage.LogicalMessage m) throws InterruptedException {
@@ -899,8 +624,8 @@ final class Stream {
       confirmed(gate.committed(next.flush()));
     }
     if (ready.snapshotRows() > 0) {
-      source.snapshotRows(ready.snapshotRows());
+      owner.snapshotRows(ready.snapshotRows());
     }
-    source.committed(ready.events(), ready.transactions(), next, ready.commitMicros());
+    owner.committed(ready.events(), ready.transactions(), next, ready.commitMicros());
   }
 }

@@ -3,6 +3,7 @@ package io.queen.pgconn.internal.source;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.queen.pgconn.internal.spec.Ident;
 import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
@@ -259,6 +260,6 @@ class ChangeEventsTest {
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> events.event('c', rel, null, two, 0, null, 0, 0))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("2 values");
-    assertThat(ChangeEvents.quote("a\"b")).isEqualTo("\"a\"\"b\"");
+    assertThat(Ident.quoteCatalogName("a\"b")).isEqualTo("\"a\"\"b\"");
   }
 }

@@ -76,11 +76,11 @@ class ChunkedSnapshotTest {
     }
   }
 
-  static ChunkedSnapshot.Table table(String name) {
-    return new ChunkedSnapshot.Table("public", name, "q_" + name, List.of(), false);
+  static SnapshotTable table(String name) {
+    return new SnapshotTable("public", name, "q_" + name, List.of(), false);
   }
 
-  ChunkedSnapshot snapshot(ChunkedSnapshot.Table t, int chunkRows) {
+  ChunkedSnapshot snapshot(SnapshotTable t, int chunkRows) {
     ChunkedSnapshot s = new ChunkedSnapshot(List.of(t), chunkRows, db::connection, Values::apply,
         new SnapshotDriver.TestEvents(), rowsCounted::addAndGet,
         r -> new Thread(r, "queen-test-snapshot"));
@@ -88,7 +88,7 @@ class ChunkedSnapshotTest {
     return s;
   }
 
-  SnapshotDriver driver(ChunkedSnapshot.Table t) throws SQLException {
+  SnapshotDriver driver(SnapshotTable t) throws SQLException {
     Connection dc = db.connection();
     toClose.add(dc);
     SnapshotDriver d = new SnapshotDriver(dc, t);
@@ -164,7 +164,7 @@ class ChunkedSnapshotTest {
   void everyRowOnceAsAnReadEventInChunksOf700() throws Exception {
     sql("CREATE TABLE big5k (id bigint PRIMARY KEY, v text)",
         "INSERT INTO big5k SELECT g, 'row ' || g FROM generate_series(1, 5000) g");
-    ChunkedSnapshot.Table t = table("big5k");
+    SnapshotTable t = table("big5k");
     SnapshotDriver d = driver(t);
     ChunkedSnapshot s = snapshot(t, 700);
     d.start(s);
@@ -195,7 +195,7 @@ class ChunkedSnapshotTest {
   void concurrentWritersNeverSeeAnOlderVersionAfterANewerOne() throws Exception {
     sql("CREATE SEQUENCE wver", "CREATE TABLE w (id int PRIMARY KEY, ver bigint NOT NULL, pad text)",
         "INSERT INTO w SELECT g, nextval('wver'), 'p' || g FROM generate_series(1, 3000) g");
-    ChunkedSnapshot.Table t = table("w");
+    SnapshotTable t = table("w");
     SnapshotDriver d = driver(t);
     ChunkedSnapshot s = snapshot(t, 150);
     AtomicBoolean stop = new AtomicBoolean();
@@ -277,7 +277,7 @@ class ChunkedSnapshotTest {
   void aTransactionDecodedBeforeTheLowWatermarkButInvisibleToTheChunkDropsItsRows() throws Exception {
     sql("CREATE TABLE race (id int PRIMARY KEY, ver int NOT NULL)",
         "INSERT INTO race SELECT g, 1 FROM generate_series(1, 10) g");
-    ChunkedSnapshot.Table t = table("race");
+    SnapshotTable t = table("race");
     SnapshotDriver d = driver(t);
     try (Connection running = db.connection(); Connection old = db.connection();
         Statement rst = running.createStatement(); Statement ost = old.createStatement()) {
@@ -320,7 +320,7 @@ class ChunkedSnapshotTest {
   @Test
   void xidsArePgoutput32BitsWidenedAgainstTheSnapshotsXid8() {
     long epoch1 = 1L << 32;
-    ChunkedSnapshot.Visibility v = new ChunkedSnapshot.Visibility(epoch1 + 3, epoch1 + 10, Set.of(epoch1 + 4));
+    ChunkReader.Visibility v = new ChunkReader.Visibility(epoch1 + 3, epoch1 + 10, Set.of(epoch1 + 4));
     assertThat(v.widen(0xFFFF_FFF0L)).isEqualTo(epoch1 - 16); // previous epoch: committed long ago
     assertThat(v.invisible(0xFFFF_FFF0L)).isFalse();
     assertThat(v.invisible(3)).isFalse();
@@ -335,7 +335,7 @@ class ChunkedSnapshotTest {
     sql("CREATE TABLE toasty (id int PRIMARY KEY, n int NOT NULL, big text)",
         "ALTER TABLE toasty ALTER big SET STORAGE EXTERNAL",
         "INSERT INTO toasty SELECT g, g, repeat(md5(g::text), 200) FROM generate_series(1, 20) g");
-    ChunkedSnapshot.Table t = table("toasty");
+    SnapshotTable t = table("toasty");
     SnapshotDriver d = driver(t);
     ChunkedSnapshot s = snapshot(t, 50);
     AtomicBoolean once = new AtomicBoolean();
@@ -377,7 +377,7 @@ class ChunkedSnapshotTest {
   void aRestartFromStoredProgressRepeatsAtMostOneChunk() throws Exception {
     sql("CREATE TABLE rs (id int PRIMARY KEY, v text)",
         "INSERT INTO rs SELECT g, 'v' || g FROM generate_series(1, 1000) g");
-    ChunkedSnapshot.Table t = table("rs");
+    SnapshotTable t = table("rs");
     SnapshotDriver d = driver(t);
     ChunkedSnapshot first = snapshot(t, 100);
     d.pauseAfterHws = 4; // the 4th chunk's rows are pushed but its commit is lost: progress stays at chunk 3
@@ -412,7 +412,7 @@ class ChunkedSnapshotTest {
     sql("CREATE TABLE comp (a int, b text, v int, PRIMARY KEY (a, b))",
         "INSERT INTO comp SELECT a, b, a FROM generate_series(1, 10) a,"
             + " unnest(ARRAY['x|y', 'a\\b', 'plain', 'Z', '']) b");
-    ChunkedSnapshot.Table t = table("comp");
+    SnapshotTable t = table("comp");
     SnapshotDriver d = driver(t);
     ChunkedSnapshot s = snapshot(t, 7);
     AtomicBoolean once = new AtomicBoolean();
@@ -445,7 +445,7 @@ class ChunkedSnapshotTest {
   void aSchemaChangeInsideTheWindowRepeatsTheChunk() throws Exception {
     sql("CREATE TABLE shape (id int PRIMARY KEY, v int)",
         "INSERT INTO shape SELECT g, g FROM generate_series(1, 10) g");
-    ChunkedSnapshot.Table t = table("shape");
+    SnapshotTable t = table("shape");
     SnapshotDriver d = driver(t);
     sql("UPDATE shape SET v = 0 WHERE id = 1"); // the stream knows the old shape
     ChunkedSnapshot s = snapshot(t, 50);
@@ -474,9 +474,9 @@ class ChunkedSnapshotTest {
         "CREATE TABLE first_t (code text PRIMARY KEY)",
         "INSERT INTO second_t SELECT g, 'v' FROM generate_series(1, 25) g",
         "INSERT INTO first_t SELECT 'c' || g FROM generate_series(1, 12) g");
-    ChunkedSnapshot.Table first = table("first_t");
-    ChunkedSnapshot.Table empty = table("nothing_t");
-    ChunkedSnapshot.Table second = table("second_t");
+    SnapshotTable first = table("first_t");
+    SnapshotTable empty = table("nothing_t");
+    SnapshotTable second = table("second_t");
     Connection dc = db.connection();
     toClose.add(dc);
     SnapshotDriver d = new SnapshotDriver(dc, first, empty, second);
@@ -521,7 +521,7 @@ class ChunkedSnapshotTest {
   @Test
   void aNullProgressStartsCleanAndAnEmptyTableIsDoneAtOnce() throws Exception {
     sql("CREATE TABLE empty_t (id int PRIMARY KEY)");
-    ChunkedSnapshot.Table t = table("empty_t");
+    SnapshotTable t = table("empty_t");
     SnapshotDriver d = driver(t);
     ChunkedSnapshot s = snapshot(t, 10);
     s.restore(null);

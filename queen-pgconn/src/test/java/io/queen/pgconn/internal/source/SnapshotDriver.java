@@ -3,6 +3,7 @@ package io.queen.pgconn.internal.source;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.queen.pgconn.internal.spec.Ident;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.ArrayDeque;
@@ -22,21 +23,21 @@ final class SnapshotDriver implements AutoCloseable {
   static final ObjectMapper M = new ObjectMapper();
 
   /** Events as the tests build them: values as PostgreSQL's text, partition = key texts joined with '|'. */
-  static final class TestEvents implements ChunkedSnapshot.Events {
+  static final class TestEvents implements ChunkEvents {
     @Override
-    public SourceEvent read(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn,
+    public SourceEvent read(SnapshotTable table, PgMessage.Relation shape, PgMessage.Tuple row, long lsn,
         long tsMicros, long position, int seq) {
       return event("r", table, shape, row, lsn, tsMicros, seq, "pg:test:s:" + PgLsn.hex16(position) + ":" + seq);
     }
 
     @Override
-    public SourceEvent fill(ChunkedSnapshot.Table table, PgMessage.Relation shape, PgMessage.Tuple row,
+    public SourceEvent fill(SnapshotTable table, PgMessage.Relation shape, PgMessage.Tuple row,
         PgMessage.Tuple fill, long lsn, long tsMicros, long position, int seq) {
       return event("u", table, shape, fill, lsn, tsMicros, seq, "pg:test:s:" + PgLsn.hex16(position) + ":f" + seq);
     }
   }
 
-  static SourceEvent event(String op, ChunkedSnapshot.Table table, PgMessage.Relation rel, PgMessage.Tuple row,
+  static SourceEvent event(String op, SnapshotTable table, PgMessage.Relation rel, PgMessage.Tuple row,
       long lsn, long tsMicros, int seq, String id) {
     ObjectNode p = M.createObjectNode();
     p.put("op", op);
@@ -90,9 +91,9 @@ final class SnapshotDriver implements AutoCloseable {
   private volatile boolean running = true;
   private final Thread thread;
 
-  SnapshotDriver(Connection c, ChunkedSnapshot.Table... tables) throws SQLException {
+  SnapshotDriver(Connection c, SnapshotTable... tables) throws SQLException {
     this.slot = new DecodingSlot(c, java.util.Arrays.stream(tables)
-        .map(t -> ChunkedSnapshot.quote(t.schema()) + "." + ChunkedSnapshot.quote(t.name())).toArray(String[]::new));
+        .map(t -> Ident.quoteCatalogName(t.schema()) + "." + Ident.quoteCatalogName(t.name())).toArray(String[]::new));
     this.thread = new Thread(this::loop, "snapshot-driver");
   }
 
@@ -158,7 +159,7 @@ final class SnapshotDriver implements AutoCloseable {
   }
 
   private void change(String op, PgMessage.Relation rel, PgMessage.Tuple keyTuple, PgMessage.Tuple row) {
-    ChunkedSnapshot.Table t = new ChunkedSnapshot.Table(rel.schema(), rel.name(), "q_" + rel.name(), List.of(), false);
+    SnapshotTable t = new SnapshotTable(rel.schema(), rel.name(), "q_" + rel.name(), List.of(), false);
     SourceEvent e = event(op, t, rel, row, commitLsn, 0, seq, "pg:test:" + PgLsn.hex16(commitLsn) + ":" + seq);
     seq++;
     hook.get().onChange(rel, keyTuple, xid, e);
