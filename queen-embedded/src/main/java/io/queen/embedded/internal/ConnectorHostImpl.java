@@ -6,6 +6,7 @@ import io.queen.PayloadTypes;
 import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.embedded.spi.ConsumeSpec;
 import io.queen.embedded.spi.OwnedBatchHandler;

@@ -6,6 +6,7 @@ import io.queen.DeadLetters;
 import io.queen.Names;
 import io.queen.PayloadSerializationException;
 import io.queen.Queen;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.JsonCodec;
 import io.queen.embedded.internal.log.PayloadCipher;
 import java.sql.Connection;

@@ -19,6 +19,9 @@ import io.queen.Transaction;
 import io.queen.embedded.internal.consume.ConsumerNode;
 import io.queen.embedded.internal.consume.MissingQueueWatch;
 import io.queen.embedded.internal.consume.SubscriptionImpl;
+import io.queen.embedded.internal.db.Migrator;
+import io.queen.embedded.internal.db.ReadCommitted;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.tx.TransactionImpl;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.JsonCodec;
@@ -379,9 +382,18 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   // ------------------------------------------------------------------------------ internal access
 
-  @Override
   public QueenConfig config() {
     return config;
+  }
+
+  @Override
+  public Duration pollInterval() {
+    return config.pollInterval();
+  }
+
+  @Override
+  public Duration closeGrace() {
+    return config.closeGrace();
   }
 
   @Override

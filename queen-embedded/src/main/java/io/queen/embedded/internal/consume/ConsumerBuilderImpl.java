@@ -170,7 +170,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
         return got;
       }
       try {
-        queen.wakeups().await(queue, seen, Duration.ofNanos(Math.min(left, queen.config().pollInterval().toNanos())));
+        queen.wakeups().await(queue, seen, Duration.ofNanos(Math.min(left, queen.pollInterval().toNanos())));
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return List.of();
@@ -233,7 +233,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
           r.from(), r.autoAck());
     }
     SubscriptionImpl s = new SubscriptionImpl(queen, r, partitionsSet ? partitions : 0, concurrency, grace != null ? grace
-        : queen.config().closeGrace(), one, many, txOne, txMany, owned, role);
+        : queen.closeGrace(), one, many, txOne, txMany, owned, role);
     if (!exists) {
       s.queueMissingAtStart();
       queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));

@@ -1,10 +1,10 @@
 package io.queen.embedded.internal.consume;
 
 import io.queen.Transaction;
-import io.queen.embedded.internal.QueenConfig;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.Wakeups;
 import io.queen.embedded.internal.tx.TransactionImpl;
+import java.time.Duration;
 import java.util.concurrent.ScheduledExecutorService;
 
 /**
@@ -15,7 +15,11 @@ public interface ConsumerNode {
 
   String nodeId();
 
-  QueenConfig config();
+  /** The bound on how long a waiting pop sleeps between polls. */
+  Duration pollInterval();
+
+  /** The grace period a close gives running handlers. */
+  Duration closeGrace();
 
   Broker broker();
 

@@ -27,7 +27,7 @@ public final class MissingQueueWatch {
     this.queen = queen;
     this.queue = queue;
     this.group = group;
-    this.intervalNanos = queen.config().pollInterval().toNanos();
+    this.intervalNanos = queen.pollInterval().toNanos();
   }
 
   /** After a pop that returned nothing; true once the queue exists (then the watch is done). */

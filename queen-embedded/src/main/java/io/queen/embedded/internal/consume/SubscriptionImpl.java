@@ -17,8 +17,8 @@ import io.queen.Subscription;
 import io.queen.Transaction;
 import io.queen.TransactionalBatchHandler;
 import io.queen.TransactionalHandler;
-import io.queen.embedded.internal.LogThrottle;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.LogThrottle;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.HandlerAcks;
 import io.queen.embedded.internal.tx.TransactionImpl;
@@ -322,7 +322,7 @@ public final class SubscriptionImpl implements Subscription {
         boolean batchShape = many != null || txMany != null || owned != null;
         int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
             : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
-        String[] names = hints.next(System.nanoTime(), queen.config().pollInterval().toNanos(), parts);
+        String[] names = hints.next(System.nanoTime(), queen.pollInterval().toNanos(), parts);
         if (names != null && names.length == 0) {
           awaitNudge(seen); // nothing named since the last pop, and no scan due before the poll interval
           continue;
@@ -366,7 +366,7 @@ public final class SubscriptionImpl implements Subscription {
         if (!running.get()) {
           break;
         }
-        long cap = queen.config().pollInterval().toMillis() * 4;
+        long cap = queen.pollInterval().toMillis() * 4;
         backoff = Math.min(cap, Math.max(50, backoff * 2));
         long sleep = backoff / 2 + ThreadLocalRandom.current().nextLong(backoff / 2 + 1); // jitter: no herd
         roundFailed(e, cap);
@@ -408,7 +408,7 @@ public final class SubscriptionImpl implements Subscription {
 
   /** Waits until something nudged the claimer after {@code seen}, or the poll interval passed. */
   private void awaitNudge(long seen) throws InterruptedException {
-    long deadline = System.nanoTime() + queen.config().pollInterval().toNanos();
+    long deadline = System.nanoTime() + queen.pollInterval().toNanos();
     synchronized (idleSignal) {
       while (nudgeCount == seen && running.get()) {
         long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());

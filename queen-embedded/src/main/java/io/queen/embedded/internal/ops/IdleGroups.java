@@ -1,7 +1,7 @@
 package io.queen.embedded.internal.ops;
 
 import io.queen.Queen;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.GroupActivity;
 import java.sql.PreparedStatement;

@@ -12,7 +12,7 @@ import io.queen.PushItem;
 import io.queen.PushResult;
 import io.queen.PushStatus;
 import io.queen.Transaction;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.kv.KvStore;
 import io.queen.embedded.internal.kv.KvWrite;
 import io.queen.embedded.internal.log.Broker;
@@ -440,7 +440,7 @@ public final class TransactionImpl implements Transaction {
         // one snapshot for the whole transaction: a push could miss an acknowledgement that committed while it waited
         // for its partition and leave its message undelivered (ReadCommitted explains it)
         throw new IllegalStateException("commit(Connection) needs the caller's transaction at READ COMMITTED, and it is"
-            + " at " + io.queen.embedded.internal.ReadCommitted.name(level) + ": Queen's statements read one snapshot"
+            + " at " + io.queen.embedded.internal.db.ReadCommitted.name(level) + ": Queen's statements read one snapshot"
             + " for the whole of such a transaction and could leave a pushed message undelivered. Nothing was done; run"
             + " this transaction at READ COMMITTED (Spring: @Transactional(isolation = Isolation.READ_COMMITTED)), or"
             + " use commit()");
