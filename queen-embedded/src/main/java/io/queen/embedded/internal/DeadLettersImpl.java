@@ -81,7 +81,7 @@ public final class DeadLettersImpl implements DeadLetters {
                   PayloadCipher cipher = queen.broker().cipher();
                   json = cipher.canOpen(keyId) ? cipher.open(text, keyId, rs.getObject(5, UUID.class)) : null;
                   if (json == null) {
-                    payloadError = queen.broker().missingKey(queue, keyId);
+                    payloadError = queen.broker().encryption().missingKey(queue, keyId);
                   }
                 }
                 if (json != null) {
@@ -134,7 +134,7 @@ public final class DeadLettersImpl implements DeadLetters {
       queen.checkOpen();
       int n = Sql.inTransaction(queen.broker().dataSource(), "dead letters redrive", c -> redrive(c, "true", null));
       if (n == 0) {
-        queen.broker().requireGroup(queue, group, "redriveAll"); // a misspelt name is not an empty dead-letter queue
+        queen.broker().catalogue().requireGroup(queue, group, "redriveAll"); // a misspelt name is not an empty dead-letter queue
       }
       queen.wakeups().wake(queue);
       return n;
@@ -201,7 +201,7 @@ public final class DeadLettersImpl implements DeadLetters {
         }
       });
       if (n == 0) {
-        queen.broker().requireGroup(queue, group, "purge"); // a misspelt name is not an empty dead-letter queue
+        queen.broker().catalogue().requireGroup(queue, group, "purge"); // a misspelt name is not an empty dead-letter queue
       }
       return n;
     }

@@ -32,7 +32,7 @@ final class Extensions {
   }
 
   static TransactionImpl transaction(QueenImpl q, KvStore store, boolean forHandler) {
-    return new TransactionImpl(q.broker(), store, q.broker()::afterCommit, q::checkOpen, forHandler);
+    return new TransactionImpl(q.broker(), store, q.broker().pushes()::afterCommit, q::checkOpen, forHandler);
   }
 
   /** The janitor: expired KV rows, one node at a time (the sweeper takes an advisory lock per batch). */

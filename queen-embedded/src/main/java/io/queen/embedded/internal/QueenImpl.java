@@ -27,6 +27,7 @@ import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.JsonCodec;
 import io.queen.embedded.internal.log.Metrics;
 import io.queen.embedded.internal.log.PayloadCipher;
+import io.queen.embedded.internal.log.PushReceipts;
 import io.queen.embedded.internal.log.Wakeups;
 import io.queen.embedded.internal.ops.GroupWatch;
 import io.queen.embedded.internal.ops.HorizonWatch;
@@ -260,12 +261,12 @@ public final class QueenImpl implements Queen, ConsumerNode {
   /** Removes old push receipts (at most 100 chunks a pass; the next pass goes on); never throws. */
   public void forgetOldReceipts() {
     try {
-      long n = Broker.forgetOldReceipts(ds, broker.schema(), config.pushReceiptRetention(), 100);
+      long n = PushReceipts.forgetOldReceipts(ds, broker.schema(), config.pushReceiptRetention(), 100);
       if (n > 0) {
         LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n, config.pushReceiptRetention());
       }
       if (metrics.enabled()) {
-        Broker.ReceiptsLeft left = Broker.receiptsLeft(ds, broker.schema());
+        PushReceipts.ReceiptsLeft left = PushReceipts.receiptsLeft(ds, broker.schema());
         metrics.pushReceipts(n, left.rows(), left.oldestAgeSeconds());
       }
     } catch (RuntimeException e) {
@@ -534,7 +535,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   @Override
   public List<PushResult> push(List<PushItem> items) {
     checkOpen();
-    return broker.push(items, null);
+    return broker.pushes().push(items, null);
   }
 
   @Override

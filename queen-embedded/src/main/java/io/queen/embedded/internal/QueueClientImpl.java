@@ -35,14 +35,14 @@ public final class QueueClientImpl implements QueueClient {
     queen.checkOpen();
     QueueConfig.Builder b = Objects.requireNonNull(change.apply(config().toBuilder()), "the builder returned by change");
     QueueConfig cfg = b.build();
-    queen.broker().configure(name, cfg);
+    queen.broker().catalogue().configure(name, cfg);
     return cfg;
   }
 
   @Override
   public QueueConfig config() {
     queen.checkOpen();
-    return queen.broker().config(name);
+    return queen.broker().catalogue().config(name);
   }
 
   @Override
@@ -93,7 +93,7 @@ public final class QueueClientImpl implements QueueClient {
       }
       own.add(it);
     }
-    return queen.broker().push(own, name);
+    return queen.broker().pushes().push(own, name);
   }
 
   @Override
@@ -109,7 +109,7 @@ public final class QueueClientImpl implements QueueClient {
   @Override
   public void delete() {
     queen.checkOpen();
-    queen.broker().deleteQueue(name);
+    queen.broker().catalogue().deleteQueue(name);
   }
 
   @Override

@@ -226,7 +226,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
       throw new IllegalArgumentException("autoAck is for pop(); consume acknowledges after the handler returns");
     }
     Broker.PopRequest r = request();
-    boolean exists = queen.broker().queueExists(queue);
+    boolean exists = queen.broker().catalogue().queueExists(queue);
     if (!exists && "NEW".equals(r.mode())) {
       // everything a queue created later holds was pushed after this subscription began: read it all
       r = new Broker.PopRequest(r.queue(), r.group(), r.batch(), r.partitions(), r.partition(), r.leaseTime(), "ALL",
@@ -250,24 +250,24 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
   public int seek(Instant time) {
     Objects.requireNonNull(time, "time must not be null");
     queen.checkOpen();
-    return queen.broker().seek(queue, group, "TIME", time);
+    return queen.broker().catalogue().seek(queue, group, "TIME", time);
   }
 
   @Override
   public int seekToEnd() {
     queen.checkOpen();
-    return queen.broker().seek(queue, group, "END", null);
+    return queen.broker().catalogue().seek(queue, group, "END", null);
   }
 
   @Override
   public int seekToBeginning() {
     queen.checkOpen();
-    return queen.broker().seek(queue, group, "BEGINNING", null);
+    return queen.broker().catalogue().seek(queue, group, "BEGINNING", null);
   }
 
   @Override
   public void delete() {
     queen.checkOpen();
-    queen.broker().deleteGroup(queue, group);
+    queen.broker().catalogue().deleteGroup(queue, group);
   }
 }

@@ -39,7 +39,7 @@ public final class MissingQueueWatch {
     }
     boolean exists;
     try {
-      exists = queen.broker().queueExists(queue);
+      exists = queen.broker().catalogue().queueExists(queue);
     } catch (RuntimeException e) {
       return false; // the pops fail the same way and the loop reports that; check again next interval
     }

@@ -167,7 +167,7 @@ public final class SubscriptionImpl implements Subscription {
   }
 
   private void startThreads() {
-    lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().config(request.queue()).leaseTime();
+    lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().catalogue().config(request.queue()).leaseTime();
     long every = Math.max(50, lease.toMillis() / 3);
     renewal = queen.scheduler().scheduleAtFixedRate(this::renewLeases, every, every, TimeUnit.MILLISECONDS);
     String group = Queen.DEFAULT_GROUP.equals(request.group()) ? "default" : request.group();

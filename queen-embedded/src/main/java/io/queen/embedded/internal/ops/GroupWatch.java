@@ -87,7 +87,7 @@ public final class GroupWatch implements Runnable {
       for (String key : groupsSeen) {
         if (!seen.contains(key)) {
           int cut = key.indexOf('\u0000');
-          broker.forgetGroup(key.substring(0, cut), key.substring(cut + 1)); // its gauges, counters, pop position
+          broker.catalogue().forgetGroup(key.substring(0, cut), key.substring(cut + 1)); // its gauges, counters, pop position
         }
       }
       groupsSeen = seen;
@@ -153,7 +153,7 @@ public final class GroupWatch implements Runnable {
 
   /** Forgets the queues this node holds something of that two passes in a row found missing. */
   private void forgetQueuesDeletedElsewhere() {
-    Set<String> held = broker.queuesHeld(); // before the read: a queue made after it is held, and seen, next pass
+    Set<String> held = broker.catalogue().queuesHeld(); // before the read: a queue made after it is held, and seen, next pass
     if (held.isEmpty() && missingBefore.isEmpty()) {
       return;
     }
@@ -169,7 +169,7 @@ public final class GroupWatch implements Runnable {
         continue;
       }
       if (missingBefore.contains(q)) {
-        broker.forgetDeletedElsewhere(q);
+        broker.catalogue().forgetDeletedElsewhere(q);
         LOG.debug("{} - forgot queue '{}': it no longer exists (deleted by another node)", node, q);
       } else {
         missing.add(q);

@@ -93,7 +93,7 @@ public final class IdleGroups {
     });
     int removed = 0;
     for (String[] g : idle) {
-      if (broker.expireGroup(g[0], g[1], expiryMillis)) {
+      if (broker.catalogue().expireGroup(g[0], g[1], expiryMillis)) {
         removed++;
         broker.metrics().groupExpired(g[0]);
         LOG.info("{} - removed group '{}' of queue '{}': no pop, ack or seek for {} (groupIdleExpiry {}); retention"

@@ -133,7 +133,7 @@ public final class TransactionImpl implements Transaction {
     open();
     Objects.requireNonNull(queue, "queue must not be null");
     PushItem item = PushItem.to(queue, partition, payload);
-    return add(new PushOp(item, broker.payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
+    return add(new PushOp(item, broker.pushes().payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
   }
 
   @Override
@@ -143,7 +143,7 @@ public final class TransactionImpl implements Transaction {
     if (item.queue() == null) {
       throw new IllegalArgumentException("a pushed item in a transaction must name its queue: use PushItem.to(queue, partition, payload)");
     }
-    return add(new PushOp(item, broker.payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
+    return add(new PushOp(item, broker.pushes().payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
   }
 
   @Override
@@ -357,7 +357,7 @@ public final class TransactionImpl implements Transaction {
       throw Sql.translate("transaction", e);
     }
     if (!run.partitions.isEmpty()) {
-      broker.wakeLocal(run.partitions.keySet()); // the other nodes had the NOTIFY with the commit
+      broker.pushes().wakeLocal(run.partitions.keySet()); // the other nodes had the NOTIFY with the commit
     }
     broker.metrics().pushed(run.pushes);
     reportAcks(run.acks);
@@ -473,7 +473,7 @@ public final class TransactionImpl implements Transaction {
       throw e;
     }
     if (run.failure == null && !run.partitions.isEmpty()) {
-      broker.wakeLocal(run.partitions.keySet()); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
+      broker.pushes().wakeLocal(run.partitions.keySet()); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
     }
     if (run.failure == null) {
       HandlerAcks.committed(ackedMessages()); // a consume loop's handler that acked its message itself: not again
@@ -646,7 +646,7 @@ public final class TransactionImpl implements Transaction {
           payloads.add(p.payloadJson());
           end++;
         }
-        for (PushResult r : broker.push(c, items, payloads, notifyInTransaction)) {
+        for (PushResult r : broker.pushes().push(c, items, payloads, notifyInTransaction)) {
           run.pushes.add(new PushResult(run.pushes.size(), r.queue(), r.partition(), r.status(), r.messageId(), r.offset(),
               r.transactionId()));
           if (r.status() == PushStatus.QUEUED) {
