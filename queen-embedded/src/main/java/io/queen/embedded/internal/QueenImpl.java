@@ -107,15 +107,15 @@ public final class QueenImpl implements Queen, ConsumerNode {
         config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));
     this.status = new StatusReader(ds, broker.schema(), broker.cipher().ids());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
-    this.kvStore = Extensions.kvStore(this);
-    this.kv = Extensions.kv(this, kvStore);
-    this.connectorKv = Extensions.connectorKv(this, kvStore);
+    this.kvStore = Extensions.kvStore(config, codec);
+    this.kv = Extensions.kv(ds, kvStore, this::checkOpen);
+    this.connectorKv = Extensions.connectorKv(ds, kvStore, this::checkConnectorsOpen);
     this.liveness = new Liveness(ds, broker.schema(), config.nodeId(), config.sessionTimeout(), config.heartbeatInterval());
     // retention passes and the group gauges get a thread of their own: the scheduler renews leases and must not wait
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
     this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics,
         config.removeEmptyPartitionsAfter());
-    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics, broker);
+    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics, broker.catalogue());
     this.idleGroups = new IdleGroups(config.nodeId(), ds, broker.schema(), broker, config.groupIdleExpiry());
     this.horizonWatch = new HorizonWatch(config.nodeId(), ds, metrics, config.horizonWarnAfter());
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
@@ -182,7 +182,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
         q.wakeups.startListener();
       }
       q.wakeups.startNotifier();
-      Extensions.startJanitor(q);
+      Extensions.startJanitor(config, q.ds, q.scheduler);
       if (config.janitor()) {
         q.scheduler.scheduleWithFixedDelay(q::forgetOldNodes, 1_000, FORGET_NODES_PERIOD_MS, TimeUnit.MILLISECONDS);
         q.janitor.scheduleWithFixedDelay(q::forgetOldReceipts, 5_000, FORGET_RECEIPTS_PERIOD_MS, TimeUnit.MILLISECONDS);
@@ -250,7 +250,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private void startConnectors() {
     for (io.queen.embedded.spi.ConnectorProvider p : java.util.ServiceLoader.load(
         io.queen.embedded.spi.ConnectorProvider.class, QueenImpl.class.getClassLoader())) {
-      connectors = p.start(new ConnectorHostImpl(this));
+      connectors = p.start(new ConnectorHostImpl(this, config, this, connectorKv, metrics()));
       return;
     }
   }
@@ -445,11 +445,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
   }
 
-  /** The KV the connector plugin is given (see {@link io.queen.embedded.spi.ConnectorHost#kv()}). */
-  Kv connectorKv() {
-    return connectorKv;
-  }
-
   @Override
   public void register(SubscriptionImpl s) {
     subscriptions.add(s);
@@ -478,11 +473,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
       missingQueues.remove(s);
       s.queueFound();
     }
-  }
-
-  /** The status reader, for a queue's partitions. */
-  StatusReader statusReader() {
-    return status;
   }
 
   /** The address the HTTP surface listens on, or null when the builder did not ask for it. */
@@ -529,7 +519,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public QueueClient queue(String name) {
-    return new QueueClientImpl(this, name);
+    return new QueueClientImpl(this, status, name);
   }
 
   @Override
@@ -581,19 +571,19 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public DeadLetters deadLetters(String queue) {
-    return new DeadLettersImpl(this, queue);
+    return new DeadLettersImpl(broker, wakeups, this::checkOpen, queue);
   }
 
   @Override
   public Transaction transaction() {
     checkOpen();
-    return Extensions.transaction(this, kvStore, false);
+    return Extensions.transaction(broker, kvStore, this::checkOpen, false);
   }
 
   @Override
   public TransactionImpl handlerTransaction() {
     checkOpen();
-    return Extensions.transaction(this, kvStore, true);
+    return Extensions.transaction(broker, kvStore, this::checkOpen, true);
   }
 
   @Override
