@@ -17,8 +17,7 @@ import io.queen.QueueClient;
 import io.queen.Status;
 import io.queen.Transaction;
 import io.queen.embedded.internal.consume.ConsumerNode;
-import io.queen.embedded.internal.consume.MissingQueueWatch;
-import io.queen.embedded.internal.consume.SubscriptionImpl;
+import io.queen.embedded.internal.consume.RunningSubscription;
 import io.queen.embedded.internal.db.Migrator;
 import io.queen.embedded.internal.db.ReadCommitted;
 import io.queen.embedded.internal.db.Sql;
@@ -66,8 +65,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private final Broker broker;
   private final StatusReader status;
   private final ScheduledExecutorService scheduler;
-  private final Set<SubscriptionImpl> subscriptions = ConcurrentHashMap.newKeySet();
-  private final java.util.Map<SubscriptionImpl, MissingQueueWatch> missingQueues = new ConcurrentHashMap<>();
+  private final Set<RunningSubscription> subscriptions = ConcurrentHashMap.newKeySet();
   /** Set when {@link #close()} starts: no new subscription starts, waiting pops return. */
   private final AtomicBoolean closing = new AtomicBoolean();
   /**
@@ -446,7 +444,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   }
 
   @Override
-  public void register(SubscriptionImpl s) {
+  public void register(RunningSubscription s) {
     subscriptions.add(s);
     if (closing.get()) {
       s.close(Duration.ZERO);
@@ -454,25 +452,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
   }
 
   @Override
-  public void unregister(SubscriptionImpl s) {
+  public void unregister(RunningSubscription s) {
     subscriptions.remove(s);
-    missingQueues.remove(s);
-  }
-
-  /** Watches a subscription whose queue did not exist when it started (see {@link MissingQueueWatch}). */
-  @Override
-  public void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w) {
-    missingQueues.put(s, w);
-  }
-
-  /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
-  @Override
-  public void afterEmptyPop(SubscriptionImpl s) {
-    MissingQueueWatch w = missingQueues.get(s);
-    if (w != null && w.afterEmptyPop()) {
-      missingQueues.remove(s);
-      s.queueFound();
-    }
   }
 
   /** The address the HTTP surface listens on, or null when the builder did not ask for it. */
@@ -619,14 +600,14 @@ public final class QueenImpl implements Queen, ConsumerNode {
     if (!closing.compareAndSet(false, true)) {
       return;
     }
-    for (SubscriptionImpl s : List.copyOf(subscriptions)) {
+    for (RunningSubscription s : List.copyOf(subscriptions)) {
       if (s.onOwnThread()) {
         // called by a handler: the close waits for running handlers, this one among them, so it runs on a thread
         // of its own and this call returns; the handler's work still counts (the grace period)
         String why = " (asked by a handler of " + s.queue() + "; the close goes on once handlers return)";
         // this subscription stops taking work now, before the call returns: its worker would otherwise take the next
         // message while the closer thread starts (CloseTest saw a second handler call)
-        SubscriptionImpl own = s.beginClose() ? s : null;
+        RunningSubscription own = s.beginClose() ? s : null;
         newDaemon("closer", () -> closeNow(why, own)).start();
         return;
       }
@@ -635,7 +616,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   }
 
   /** The close; {@code begun}: a subscription whose close has begun already (a handler's own), or null. */
-  private void closeNow(String why, SubscriptionImpl begun) {
+  private void closeNow(String why, RunningSubscription begun) {
     LOG.info("{} - closing{}", config.nodeId(), why);
     io.queen.embedded.internal.http.HttpSurface h = http;
     if (h != null) {
@@ -651,17 +632,17 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
     connectorsClosed = true;
     // every subscription stops taking work first; then their running handlers share one grace period
-    List<SubscriptionImpl> stopping = new ArrayList<>();
+    List<RunningSubscription> stopping = new ArrayList<>();
     if (begun != null) {
       stopping.add(begun);
     }
-    for (SubscriptionImpl s : List.copyOf(subscriptions)) {
+    for (RunningSubscription s : List.copyOf(subscriptions)) {
       if (s.beginClose()) {
         stopping.add(s);
       }
     }
     long deadline = System.nanoTime() + config.closeGrace().toNanos();
-    for (SubscriptionImpl s : stopping) {
+    for (RunningSubscription s : stopping) {
       s.finishClose(deadline);
     }
     closed = true; // the handlers are done: from here on, calls that do work throw

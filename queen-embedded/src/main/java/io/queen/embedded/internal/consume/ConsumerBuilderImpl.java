@@ -128,17 +128,8 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public ConsumerBuilder gracePeriod(Duration g) {
-    grace = checkGrace(g);
+    grace = SubscriptionImpl.checkGrace(g);
     return this;
-  }
-
-  /** The grace period's rule, for the builder and for {@code Subscription.close(Duration)}. */
-  static Duration checkGrace(Duration g) {
-    Objects.requireNonNull(g, "gracePeriod must not be null");
-    if (g.isNegative() || g.compareTo(Duration.ofMinutes(10)) > 0) {
-      throw new IllegalArgumentException("gracePeriod must be between 0 and PT10M, was " + g);
-    }
-    return g;
   }
 
   private boolean ownedExpiryCounts = true;
@@ -236,7 +227,6 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
         : queen.closeGrace(), one, many, txOne, txMany, owned, role);
     if (!exists) {
       s.queueMissingAtStart();
-      queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));
     }
     if (owned != null && !ownedExpiryCounts) {
       s.expiryNotCounted();

@@ -50,13 +50,7 @@ public interface ConsumerNode {
   boolean isClosing();
 
   /** A started subscription, closed with the node. */
-  void register(SubscriptionImpl s);
+  void register(RunningSubscription s);
 
-  void unregister(SubscriptionImpl s);
-
-  /** Watches a subscription whose queue did not exist at its start. */
-  void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w);
-
-  /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
-  void afterEmptyPop(SubscriptionImpl s);
+  void unregister(RunningSubscription s);
 }

@@ -13,7 +13,6 @@ import io.queen.Message;
 import io.queen.MessageHandler;
 import io.queen.Queen;
 import io.queen.QueenDatabaseException;
-import io.queen.Subscription;
 import io.queen.Transaction;
 import io.queen.TransactionalBatchHandler;
 import io.queen.TransactionalHandler;
@@ -27,6 +26,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledFuture;
@@ -55,7 +55,7 @@ import org.slf4j.LoggerFactory;
  * is unreachable) is one WARN when it starts failing and one INFO when it recovers, with how long it was
  * down; dead-letter moves are logged by the {@link Broker} where the database reports them.
  */
-public final class SubscriptionImpl implements Subscription {
+public final class SubscriptionImpl implements RunningSubscription {
   private static final Logger LOG = LoggerFactory.getLogger(SubscriptionImpl.class);
 
   private final ConsumerNode queen;
@@ -99,6 +99,8 @@ public final class SubscriptionImpl implements Subscription {
   private final AtomicBoolean running = new AtomicBoolean(true);
   /** See {@link #queueMissing()}. */
   private volatile boolean queueMissing;
+  /** Watches the queue this subscription's start found missing, until it exists; null otherwise. */
+  private volatile MissingQueueWatch missingQueue;
   private final AtomicBoolean closed = new AtomicBoolean();
   /** Held by {@link #start()} and the first half of a close, which exclude each other. */
   private final Object lifecycle = new Object();
@@ -221,14 +223,19 @@ public final class SubscriptionImpl implements Subscription {
     return queueMissing;
   }
 
-  /** The queue did not exist when this subscription started ({@link MissingQueueWatch} watches it). */
+  /** The queue did not exist when this subscription started: a {@link MissingQueueWatch} watches it. */
   void queueMissingAtStart() {
     queueMissing = true;
+    missingQueue = new MissingQueueWatch(queen, request.queue(), request.group(), LOG);
   }
 
-  /** The watch found the queue. */
-  public void queueFound() {
-    queueMissing = false;
+  /** Called after a pop that returned nothing: while the queue is missing, says once that it does not exist. */
+  private void afterEmptyPop() {
+    MissingQueueWatch w = missingQueue;
+    if (w != null && w.afterEmptyPop()) {
+      missingQueue = null;
+      queueMissing = false;
+    }
   }
 
   @Override
@@ -313,7 +320,7 @@ public final class SubscriptionImpl implements Subscription {
           // no lease of this group is taken before its flag is in place (a node killed holding one must not
           // have it counted); the queue does not exist yet: wait like an empty pop
           if (!queen.broker().groupExpiry(request, false)) {
-            queen.afterEmptyPop(this);
+            afterEmptyPop();
             awaitNudge(seen);
             continue;
           }
@@ -341,7 +348,7 @@ public final class SubscriptionImpl implements Subscription {
         roundSucceeded();
         if (got.isEmpty()) {
           hints.popped(names, List.of(), false);
-          queen.afterEmptyPop(this);
+          afterEmptyPop();
           awaitNudge(seen);
           continue;
         }
@@ -1143,7 +1150,7 @@ public final class SubscriptionImpl implements Subscription {
 
   @Override
   public void close(Duration grace) {
-    ConsumerBuilderImpl.checkGrace(grace);
+    checkGrace(grace);
     if (beginClose()) {
       long deadline = System.nanoTime() + grace.toNanos();
       if (onOwnThread()) {
@@ -1156,7 +1163,16 @@ public final class SubscriptionImpl implements Subscription {
     }
   }
 
-  /** Whether the calling thread is one of this subscription's workers or its claimer. */
+  /** The grace period's rule, for the builder and for {@code Subscription.close(Duration)}. */
+  static Duration checkGrace(Duration g) {
+    Objects.requireNonNull(g, "gracePeriod must not be null");
+    if (g.isNegative() || g.compareTo(Duration.ofMinutes(10)) > 0) {
+      throw new IllegalArgumentException("gracePeriod must be between 0 and PT10M, was " + g);
+    }
+    return g;
+  }
+
+  @Override
   public boolean onOwnThread() {
     Thread t = Thread.currentThread();
     return t == claimer || workers.contains(t);
@@ -1167,6 +1183,7 @@ public final class SubscriptionImpl implements Subscription {
    * the subscription was closing already. The node's close calls this on every subscription before it waits for
    * any, so all of them stop taking work at once and their handlers share one grace period.
    */
+  @Override
   public boolean beginClose() {
     synchronized (lifecycle) {
       return beginCloseLocked();
@@ -1190,6 +1207,7 @@ public final class SubscriptionImpl implements Subscription {
    * The second half: waits for the claimer and the workers until {@code deadline} ({@link System#nanoTime()}),
    * interrupts what still runs, and gives back every lease left.
    */
+  @Override
   public void finishClose(long deadline) {
     boolean interrupted = false;
     Thread c = claimer;
