@@ -67,7 +67,7 @@ final class Settlement {
     count(failed, "failed", 1);
     logFailure(m, t);
     settle(List.of(new Broker.AckRequest(m, AckStatus.FAILED, describe(t))));
-    // a dead-lettering failure keeps the lease over the rest of the batch (see SubscriptionImpl.runEach)
+    // a dead-lettering failure keeps the lease over the rest of the batch (see HandlerUnits.runEach)
     giveBack(List.of(m));
   }
 
@@ -84,7 +84,7 @@ final class Settlement {
       acks.add(new Broker.AckRequest(h, AckStatus.FAILED, describe(t)));
     }
     settle(acks);
-    // a dead-lettering failure keeps the lease over the rest of the batch (see SubscriptionImpl.runEach)
+    // a dead-lettering failure keeps the lease over the rest of the batch (see HandlerUnits.runEach)
     giveBack(heads);
   }
 

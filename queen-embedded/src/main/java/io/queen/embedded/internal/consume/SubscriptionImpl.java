@@ -1,9 +1,7 @@
 package io.queen.embedded.internal.consume;
 
 import io.queen.AckOutcome;
-import io.queen.AckStatus;
 import io.queen.BatchHandler;
-import io.queen.DeadLetterException;
 import io.queen.Message;
 import io.queen.MessageHandler;
 import io.queen.Queen;
@@ -12,7 +10,6 @@ import io.queen.TransactionalHandler;
 import io.queen.embedded.internal.db.LogThrottle;
 import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Broker;
-import io.queen.embedded.internal.log.HandlerAcks;
 import io.queen.embedded.internal.tx.TransactionImpl;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -47,6 +44,11 @@ import org.slf4j.LoggerFactory;
  * exception; identical repeats are summarised by a {@link LogThrottle}); a round that fails (the database
  * is unreachable) is one WARN when it starts failing and one INFO when it recovers, with how long it was
  * down; dead-letter moves are logged by the {@link Broker} where the database reports them.
+ *
+ * <p>The handler shapes run in {@link HandlerUnits} and {@link TransactionalUnits}, and a unit ends through
+ * {@link Settlement}. What stays here (over 600 lines) is what the subscription's threads share: the claimer hands
+ * units to the workers, the workers count themselves idle and nudge it, the close stops both and renewals run beside
+ * them; that hand-off and its ordering rules stay in one file, so that they read in one place.
  */
 public final class SubscriptionImpl implements RunningSubscription {
   private static final Logger LOG = LoggerFactory.getLogger(SubscriptionImpl.class);
@@ -106,6 +108,8 @@ public final class SubscriptionImpl implements RunningSubscription {
   private final AtomicLong failedRounds = new AtomicLong();
   /** Acknowledgements, failures, give-backs and their counts. */
   private final Settlement outcomes;
+  /** The units of a plain handler. */
+  private final HandlerUnits plain;
   /** The units of a transactional handler. */
   private final TransactionalUnits transactional;
   private volatile ScheduledFuture<?> renewal;
@@ -140,6 +144,7 @@ public final class SubscriptionImpl implements RunningSubscription {
     this.where = Broker.where(request.queue(), request.group());
     this.outcomes = new Settlement(LOG, queen.broker(), queen.nodeId(), request.queue(), request.group(), where,
         () -> acker, running::get, () -> lease);
+    this.plain = new HandlerUnits(LOG, queen, request, where, one, many, owned, outcomes, running::get);
     this.transactional = new TransactionalUnits(LOG, queen, request, where, txMany, outcomes, running::get);
     this.hints = new Hints(request.partition() != null);
   }
@@ -513,11 +518,11 @@ public final class SubscriptionImpl implements RunningSubscription {
     boolean async = false;
     try {
       if (one != null) {
-        async = runEach(byPartition, heads, unit);
+        async = plain.runEach(byPartition, acks -> settleAsync(acks, heads, unit));
       } else if (many != null) {
-        async = runMany(batch, heads, unit);
+        async = plain.runMany(batch, heads, acks -> settleAsync(acks, heads, unit));
       } else if (owned != null) {
-        async = runOwned(batch, heads, unit);
+        async = plain.runOwned(batch, heads, acks -> settleAsync(acks, heads, unit));
       } else if (txOne != null) {
         for (List<Message> part : byPartition.values()) {
           transactional.runTxEach(part, txOne);
@@ -560,143 +565,6 @@ public final class SubscriptionImpl implements RunningSubscription {
       hints.settled(unit.partitions(), false); // the leases expire; the scan finds them then
     });
     return true;
-  }
-
-  /**
-   * MessageHandler: run in order per partition, then acknowledge what ran in one call.
-   *
-   * <p>A failed message's partition stops there, and its lease is given back after the acknowledgement: a failure that dead-letters the message (no retries left) moves the cursor past it but
-   * keeps the lease over the rest of the batch, which would otherwise wait, unhandled, for the lease to expire.
-   */
-  private boolean runEach(Map<Long, List<Message>> byPartition, List<Message> heads, Unit unit) {
-    List<Broker.AckRequest> acks = new ArrayList<>();
-    List<Message> giveBack = new ArrayList<>();
-    List<Message> failedAt = new ArrayList<>();
-    for (List<Message> part : byPartition.values()) {
-      for (Message m : part) {
-        if (stopping()) {
-          giveBack.add(part.get(0));
-          break;
-        }
-        long t0 = System.nanoTime();
-        HandlerAcks.begin();
-        try {
-          one.handle(m);
-          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-          if (HandlerAcks.end().contains(m)) {
-            // the handler's own commit acknowledged it (commit(connection) with ack(m))
-            outcomes.count(outcomes.acked, "acked", 1);
-          } else {
-            acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-          }
-          outcomes.handled.incrementAndGet();
-        } catch (DeadLetterException d) {
-          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-          // at once; the partition goes on
-          acks.add(new Broker.AckRequest(m, AckStatus.DEAD_LETTER, Settlement.describe(d)));
-        } catch (Throwable t) {
-          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-          if (!running.get()) {
-            giveBack.add(part.get(0)); // interrupted by close: not the message's fault
-          } else {
-            outcomes.count(outcomes.failed, "failed", 1);
-            outcomes.logFailure(m, t);
-            acks.add(new Broker.AckRequest(m, AckStatus.FAILED, Settlement.describe(t)));
-            failedAt.add(m);
-          }
-          break; // the rest of this partition comes again after it
-        }
-      }
-    }
-    HandlerAcks.end(); // a handler that threw: whatever it committed, its failure is settled below
-    if (giveBack.isEmpty() && !acks.isEmpty() && acks.stream().allMatch(a -> a.status() == AckStatus.COMPLETED)
-        && settleAsync(acks, heads, unit)) {
-      return true;
-    }
-    outcomes.settle(acks);
-    outcomes.giveBack(giveBack);
-    outcomes.giveBack(failedAt);
-    return false;
-  }
-
-  /** BatchHandler: one call for the batch, then acknowledge all of it or fail the heads. */
-  private boolean runMany(List<Message> batch, List<Message> heads, Unit unit) {
-    List<Broker.AckRequest> acks = new ArrayList<>(batch.size());
-    long t0 = System.nanoTime();
-    HandlerAcks.begin();
-    try {
-      many.handle(batch);
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-      Set<Message> ackedByHandler = HandlerAcks.end();
-      for (Message m : batch) {
-        if (ackedByHandler.contains(m)) {
-          outcomes.count(outcomes.acked, "acked", 1); // the handler's own commit acknowledged it
-        } else {
-          acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-        }
-      }
-      outcomes.handled.addAndGet(batch.size());
-      if (acks.isEmpty()) {
-        return false;
-      }
-    } catch (Throwable t) {
-      HandlerAcks.end();
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-      if (!running.get()) {
-        outcomes.giveBack(heads);
-        return false;
-      }
-      outcomes.failHeads(heads, batch.size(), t);
-      return false;
-    }
-    if (settleAsync(acks, heads, unit)) {
-      return true;
-    }
-    outcomes.settle(acks);
-    return false;
-  }
-
-  /**
-   * OwnedBatchHandler: the handler commits and acknowledges by itself, or hands back what it completed, which
-   * goes to the acker like a plain handler's completed unit (returns true then: the ack is in flight). When it
-   * throws, the leases it still holds are given back without counting an attempt (the handler decides what is
-   * an attempt).
-   */
-  private boolean runOwned(List<Message> batch, List<Message> heads, Unit unit) {
-    long t0 = System.nanoTime();
-    List<Message> done;
-    try {
-      done = owned.handle(batch);
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-      outcomes.handled.addAndGet(batch.size());
-    } catch (Throwable t) {
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-      if (running.get()) {
-        LOG.debug("{} - handler of {} gave its batch back: {}", queen.nodeId(), where, Sql.describe(t));
-      }
-      try {
-        outcomes.giveBack(heads); // a lease the handler completed is gone already; giving it back again changes nothing
-      } catch (RuntimeException e) {
-        LOG.debug("{} - could not give back the leases of {}: {}", queen.nodeId(), where, Sql.describe(e));
-      }
-      return false;
-    }
-    if (done == null || done.isEmpty()) {
-      return false;
-    }
-    List<Broker.AckRequest> acks = new ArrayList<>(done.size());
-    for (Message m : done) {
-      acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-    }
-    if (settleAsync(acks, heads, unit)) {
-      return true;
-    }
-    outcomes.settle(acks); // closing: acknowledged here and now
-    return false;
-  }
-
-  private boolean stopping() {
-    return !running.get() && Thread.currentThread().isInterrupted();
   }
 
   private void renewLeases() {
