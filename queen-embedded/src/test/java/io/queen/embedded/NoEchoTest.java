@@ -134,7 +134,7 @@ class NoEchoTest {
       st.setString(1, MARKER);
       st.executeQuery();
     } catch (java.sql.SQLException e) {
-      thrown.add(io.queen.embedded.internal.Sql.translate("probe", e));
+      thrown.add(io.queen.embedded.internal.db.Sql.translate("probe", e));
     }
 
     // a stored payload the reader refuses: logged (WARN) and dead-lettered

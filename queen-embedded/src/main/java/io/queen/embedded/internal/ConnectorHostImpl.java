@@ -6,6 +6,9 @@ import io.queen.PayloadTypes;
 import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
+import io.queen.embedded.internal.consume.ConsumerNode;
+import io.queen.embedded.internal.db.Sql;
+import io.queen.embedded.internal.ops.MetricsSwitch;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.embedded.spi.ConsumeSpec;
 import io.queen.embedded.spi.OwnedBatchHandler;
@@ -15,103 +18,114 @@ import java.util.Optional;
 import java.util.concurrent.ScheduledExecutorService;
 import javax.sql.DataSource;
 
-/** The node as the connector SPI sees it. */
+/**
+ * The node as the connector SPI sees it: the public node, its configuration, its consume side (log, threads,
+ * scheduler), the connectors' KV and the metrics.
+ */
 public final class ConnectorHostImpl implements ConnectorHost {
-  private final QueenImpl q;
+  private final Queen queen;
+  private final QueenConfig config;
+  private final ConsumerNode node;
+  private final Kv kv;
+  private final MetricsSwitch metrics;
 
-  ConnectorHostImpl(QueenImpl q) {
-    this.q = q;
+  ConnectorHostImpl(Queen queen, QueenConfig config, ConsumerNode node, Kv connectorKv, MetricsSwitch metrics) {
+    this.queen = queen;
+    this.config = config;
+    this.node = node;
+    this.kv = connectorKv;
+    this.metrics = metrics;
   }
 
   @Override
   public Queen queen() {
-    return q;
+    return queen;
   }
 
   @Override
   public Kv kv() {
-    return q.connectorKv();
+    return kv;
   }
 
   @Override
   public String nodeId() {
-    return q.config().nodeId();
+    return config.nodeId();
   }
 
   @Override
   public String schema() {
-    return q.config().schema();
+    return config.schema();
   }
 
   @Override
   public DataSource dataSource() {
-    return q.dataSource();
+    return node.broker().dataSource();
   }
 
   @Override
   public ObjectMapper mapper() {
-    return q.codec().mapper();
+    return node.broker().codec().mapper();
   }
 
   @Override
   public PayloadTypes payloadTypes() {
-    return q.config().payloadTypes();
+    return config.payloadTypes();
   }
 
   @Override
   public ScheduledExecutorService scheduler() {
-    return q.scheduler();
+    return node.scheduler();
   }
 
   @Override
   public Thread newThread(String role, Runnable r) {
-    return q.newDaemon(role, r);
+    return node.newDaemon(role, r);
   }
 
   @Override
   public Optional<byte[]> encryptionKey() {
-    byte[] k = q.config().encryptionKey();
+    byte[] k = config.encryptionKey();
     return k == null ? Optional.empty() : Optional.of(k.clone());
   }
 
   @Override
   public int connectorThreads() {
-    return q.config().connectorThreads();
+    return config.connectorThreads();
   }
 
   @Override
   public boolean runConnectors() {
-    return q.config().runConnectors();
+    return config.runConnectors();
   }
 
   @Override
   public Duration connectorRefresh() {
-    return q.config().connectorRefresh();
+    return config.connectorRefresh();
   }
 
   @Override
   public Duration sourceLeaseTtl() {
-    return q.config().sourceLeaseTtl();
+    return config.sourceLeaseTtl();
   }
 
   @Override
   public Duration closeGrace() {
-    return q.config().closeGrace();
+    return config.closeGrace();
   }
 
   @Override
   public Object meterRegistry() {
-    return q.metrics().registry();
+    return metrics.registry();
   }
 
   @Override
   public void holdGroup(String queue, String group) {
-    q.broker().activity().touch(queue, group);
+    node.broker().activity().touch(queue, group);
   }
 
   @Override
   public Subscription consume(ConsumeSpec spec, OwnedBatchHandler handler) {
-    ConsumerBuilderImpl b = (ConsumerBuilderImpl) q.queue(spec.queue()).group(spec.group());
+    ConsumerBuilderImpl b = (ConsumerBuilderImpl) queen.queue(spec.queue()).group(spec.group());
     b.batch(spec.batch()).concurrency(spec.workers()).subscription(spec.mode());
     if (spec.from() != null) {
       b.subscriptionFrom(spec.from());
@@ -145,6 +159,6 @@ public final class ConnectorHostImpl implements ConnectorHost {
 
   @Override
   public <T> T inTransaction(SqlWork<T> work) {
-    return Sql.inTransaction(q.dataSource(), "connector", work::run);
+    return Sql.inTransaction(node.broker().dataSource(), "connector", work::run);
   }
 }

@@ -6,8 +6,11 @@ import io.queen.DeadLetters;
 import io.queen.Names;
 import io.queen.PayloadSerializationException;
 import io.queen.Queen;
+import io.queen.embedded.internal.db.Sql;
+import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.JsonCodec;
 import io.queen.embedded.internal.log.PayloadCipher;
+import io.queen.embedded.internal.log.Wakeups;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -17,13 +20,18 @@ import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
 
-/** The dead-letter queue of one queue. */
+/** The dead-letter queue of one queue, over the node's log, its wake-ups and its open check. */
 public final class DeadLettersImpl implements DeadLetters {
-  private final QueenImpl queen;
+  private final Broker broker;
+  private final Wakeups wakeups;
+  /** Throws {@code BrokerClosedException} once the node is closed. */
+  private final Runnable checkOpen;
   private final String queue;
 
-  DeadLettersImpl(QueenImpl queen, String queue) {
-    this.queen = queen;
+  DeadLettersImpl(Broker broker, Wakeups wakeups, Runnable checkOpen, String queue) {
+    this.broker = broker;
+    this.wakeups = wakeups;
+    this.checkOpen = checkOpen;
     this.queue = Names.queue(queue);
   }
 
@@ -39,7 +47,7 @@ public final class DeadLettersImpl implements DeadLetters {
 
   private final class QueryImpl implements Query {
     private final String group;
-    private final String s = queen.broker().schema();
+    private final String s = broker.schema();
 
     QueryImpl(String group) {
       this.group = group;
@@ -47,11 +55,11 @@ public final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public List<DeadLetter> list(int limit, Long afterId) {
-      queen.checkOpen();
+      checkOpen.run();
       if (limit < 1 || limit > 1000) {
         throw new IllegalArgumentException("limit must be 1..1000, was " + limit);
       }
-      return Sql.autoCommit(queen.broker().dataSource(), "dead letters list", c -> {
+      return Sql.autoCommit(broker.dataSource(), "dead letters list", c -> {
         try (PreparedStatement st = c.prepareStatement("select d.id, p.name, d.partition_id, d.\"offset\", d.message_id,"
             + " m.payload::text, d.error, d.attempts, d.failed_at, m.key_id from " + s + ".dead_letters d"
             + " join " + s + ".queues q on q.id = d.queue_id"
@@ -77,14 +85,14 @@ public final class DeadLettersImpl implements DeadLetters {
               String json = text;
               try {
                 if (text != null && keyId != null) {
-                  PayloadCipher cipher = queen.broker().cipher();
+                  PayloadCipher cipher = broker.cipher();
                   json = cipher.canOpen(keyId) ? cipher.open(text, keyId, rs.getObject(5, UUID.class)) : null;
                   if (json == null) {
-                    payloadError = queen.broker().missingKey(queue, keyId);
+                    payloadError = broker.encryption().missingKey(queue, keyId);
                   }
                 }
                 if (json != null) {
-                  payload = queen.broker().codec().parse(json);
+                  payload = broker.codec().parse(json);
                 }
               } catch (PayloadSerializationException | IllegalArgumentException e) {
                 payloadError = e.getMessage();
@@ -101,8 +109,8 @@ public final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public long count() {
-      queen.checkOpen();
-      return Sql.autoCommit(queen.broker().dataSource(), "dead letters count", c -> {
+      checkOpen.run();
+      return Sql.autoCommit(broker.dataSource(), "dead letters count", c -> {
         try (PreparedStatement st = c.prepareStatement("select count(*) from " + s + ".dead_letters d join " + s
             + ".queues q on q.id = d.queue_id where q.name = ? and d.group_name = ?")) {
           st.setString(1, queue);
@@ -117,25 +125,25 @@ public final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public boolean redrive(DeadLetter d) {
-      queen.checkOpen();
+      checkOpen.run();
       Objects.requireNonNull(d, "deadLetter must not be null");
       if (!d.queue().equals(queue) || !d.group().equals(group)) {
         throw new IllegalArgumentException("dead letter " + d.id() + " belongs to queue '" + d.queue() + "' group '"
             + d.group() + "', not '" + queue + "'/'" + group + "'");
       }
-      int n = Sql.inTransaction(queen.broker().dataSource(), "dead letters redrive", c -> redrive(c, "d.id = ?", d.id()));
-      queen.wakeups().wake(queue);
+      int n = Sql.inTransaction(broker.dataSource(), "dead letters redrive", c -> redrive(c, "d.id = ?", d.id()));
+      wakeups.wake(queue);
       return n > 0;
     }
 
     @Override
     public int redriveAll() {
-      queen.checkOpen();
-      int n = Sql.inTransaction(queen.broker().dataSource(), "dead letters redrive", c -> redrive(c, "true", null));
+      checkOpen.run();
+      int n = Sql.inTransaction(broker.dataSource(), "dead letters redrive", c -> redrive(c, "true", null));
       if (n == 0) {
-        queen.broker().requireGroup(queue, group, "redriveAll"); // a misspelt name is not an empty dead-letter queue
+        broker.catalogue().requireGroup(queue, group, "redriveAll"); // a misspelt name is not an empty dead-letter queue
       }
-      queen.wakeups().wake(queue);
+      wakeups.wake(queue);
       return n;
     }
 
@@ -190,8 +198,8 @@ public final class DeadLettersImpl implements DeadLetters {
 
     @Override
     public int purge() {
-      queen.checkOpen();
-      int n = Sql.autoCommit(queen.broker().dataSource(), "dead letters purge", c -> {
+      checkOpen.run();
+      int n = Sql.autoCommit(broker.dataSource(), "dead letters purge", c -> {
         try (PreparedStatement st = c.prepareStatement("delete from " + s + ".dead_letters d using " + s + ".queues q"
             + " where q.id = d.queue_id and q.name = ? and d.group_name = ?")) {
           st.setString(1, queue);
@@ -200,20 +208,20 @@ public final class DeadLettersImpl implements DeadLetters {
         }
       });
       if (n == 0) {
-        queen.broker().requireGroup(queue, group, "purge"); // a misspelt name is not an empty dead-letter queue
+        broker.catalogue().requireGroup(queue, group, "purge"); // a misspelt name is not an empty dead-letter queue
       }
       return n;
     }
 
     @Override
     public boolean delete(DeadLetter d) {
-      queen.checkOpen();
+      checkOpen.run();
       Objects.requireNonNull(d, "deadLetter must not be null");
       if (!d.queue().equals(queue) || !d.group().equals(group)) {
         throw new IllegalArgumentException("dead letter " + d.id() + " belongs to queue '" + d.queue() + "' group '"
             + d.group() + "', not '" + queue + "'/'" + group + "'");
       }
-      return Sql.autoCommit(queen.broker().dataSource(), "dead letter delete", c -> {
+      return Sql.autoCommit(broker.dataSource(), "dead letter delete", c -> {
         try (PreparedStatement st = c.prepareStatement("delete from " + s + ".dead_letters d using " + s + ".queues q"
             + " where q.id = d.queue_id and q.name = ? and d.group_name = ? and d.id = ?")) {
           st.setString(1, queue);

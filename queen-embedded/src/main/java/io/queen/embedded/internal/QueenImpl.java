@@ -17,13 +17,16 @@ import io.queen.QueueClient;
 import io.queen.Status;
 import io.queen.Transaction;
 import io.queen.embedded.internal.consume.ConsumerNode;
-import io.queen.embedded.internal.consume.MissingQueueWatch;
-import io.queen.embedded.internal.consume.SubscriptionImpl;
+import io.queen.embedded.internal.consume.RunningSubscription;
+import io.queen.embedded.internal.db.Migrator;
+import io.queen.embedded.internal.db.ReadCommitted;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.tx.TransactionImpl;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.JsonCodec;
 import io.queen.embedded.internal.log.Metrics;
 import io.queen.embedded.internal.log.PayloadCipher;
+import io.queen.embedded.internal.log.PushReceipts;
 import io.queen.embedded.internal.log.Wakeups;
 import io.queen.embedded.internal.ops.GroupWatch;
 import io.queen.embedded.internal.ops.HorizonWatch;
@@ -62,8 +65,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private final Broker broker;
   private final StatusReader status;
   private final ScheduledExecutorService scheduler;
-  private final Set<SubscriptionImpl> subscriptions = ConcurrentHashMap.newKeySet();
-  private final java.util.Map<SubscriptionImpl, MissingQueueWatch> missingQueues = new ConcurrentHashMap<>();
+  private final Set<RunningSubscription> subscriptions = ConcurrentHashMap.newKeySet();
   /** Set when {@link #close()} starts: no new subscription starts, waiting pops return. */
   private final AtomicBoolean closing = new AtomicBoolean();
   /**
@@ -103,15 +105,15 @@ public final class QueenImpl implements Queen, ConsumerNode {
         config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));
     this.status = new StatusReader(ds, broker.schema(), broker.cipher().ids());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
-    this.kvStore = Extensions.kvStore(this);
-    this.kv = Extensions.kv(this, kvStore);
-    this.connectorKv = Extensions.connectorKv(this, kvStore);
+    this.kvStore = Extensions.kvStore(config, codec);
+    this.kv = Extensions.kv(ds, kvStore, this::checkOpen);
+    this.connectorKv = Extensions.connectorKv(ds, kvStore, this::checkConnectorsOpen);
     this.liveness = new Liveness(ds, broker.schema(), config.nodeId(), config.sessionTimeout(), config.heartbeatInterval());
     // retention passes and the group gauges get a thread of their own: the scheduler renews leases and must not wait
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
     this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics,
         config.removeEmptyPartitionsAfter());
-    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics, broker);
+    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics, broker.catalogue());
     this.idleGroups = new IdleGroups(config.nodeId(), ds, broker.schema(), broker, config.groupIdleExpiry());
     this.horizonWatch = new HorizonWatch(config.nodeId(), ds, metrics, config.horizonWarnAfter());
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
@@ -178,7 +180,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
         q.wakeups.startListener();
       }
       q.wakeups.startNotifier();
-      Extensions.startJanitor(q);
+      Extensions.startJanitor(config, q.ds, q.scheduler);
       if (config.janitor()) {
         q.scheduler.scheduleWithFixedDelay(q::forgetOldNodes, 1_000, FORGET_NODES_PERIOD_MS, TimeUnit.MILLISECONDS);
         q.janitor.scheduleWithFixedDelay(q::forgetOldReceipts, 5_000, FORGET_RECEIPTS_PERIOD_MS, TimeUnit.MILLISECONDS);
@@ -246,7 +248,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private void startConnectors() {
     for (io.queen.embedded.spi.ConnectorProvider p : java.util.ServiceLoader.load(
         io.queen.embedded.spi.ConnectorProvider.class, QueenImpl.class.getClassLoader())) {
-      connectors = p.start(new ConnectorHostImpl(this));
+      connectors = p.start(new ConnectorHostImpl(this, config, this, connectorKv, metrics()));
       return;
     }
   }
@@ -257,12 +259,12 @@ public final class QueenImpl implements Queen, ConsumerNode {
   /** Removes old push receipts (at most 100 chunks a pass; the next pass goes on); never throws. */
   public void forgetOldReceipts() {
     try {
-      long n = Broker.forgetOldReceipts(ds, broker.schema(), config.pushReceiptRetention(), 100);
+      long n = PushReceipts.forgetOldReceipts(ds, broker.schema(), config.pushReceiptRetention(), 100);
       if (n > 0) {
         LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n, config.pushReceiptRetention());
       }
       if (metrics.enabled()) {
-        Broker.ReceiptsLeft left = Broker.receiptsLeft(ds, broker.schema());
+        PushReceipts.ReceiptsLeft left = PushReceipts.receiptsLeft(ds, broker.schema());
         metrics.pushReceipts(n, left.rows(), left.oldestAgeSeconds());
       }
     } catch (RuntimeException e) {
@@ -379,9 +381,18 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   // ------------------------------------------------------------------------------ internal access
 
-  @Override
   public QueenConfig config() {
     return config;
+  }
+
+  @Override
+  public Duration pollInterval() {
+    return config.pollInterval();
+  }
+
+  @Override
+  public Duration closeGrace() {
+    return config.closeGrace();
   }
 
   @Override
@@ -432,13 +443,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
   }
 
-  /** The KV the connector plugin is given (see {@link io.queen.embedded.spi.ConnectorHost#kv()}). */
-  Kv connectorKv() {
-    return connectorKv;
-  }
-
   @Override
-  public void register(SubscriptionImpl s) {
+  public void register(RunningSubscription s) {
     subscriptions.add(s);
     if (closing.get()) {
       s.close(Duration.ZERO);
@@ -446,30 +452,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
   }
 
   @Override
-  public void unregister(SubscriptionImpl s) {
+  public void unregister(RunningSubscription s) {
     subscriptions.remove(s);
-    missingQueues.remove(s);
-  }
-
-  /** Watches a subscription whose queue did not exist when it started (see {@link MissingQueueWatch}). */
-  @Override
-  public void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w) {
-    missingQueues.put(s, w);
-  }
-
-  /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
-  @Override
-  public void afterEmptyPop(SubscriptionImpl s) {
-    MissingQueueWatch w = missingQueues.get(s);
-    if (w != null && w.afterEmptyPop()) {
-      missingQueues.remove(s);
-      s.queueFound();
-    }
-  }
-
-  /** The status reader, for a queue's partitions. */
-  StatusReader statusReader() {
-    return status;
   }
 
   /** The address the HTTP surface listens on, or null when the builder did not ask for it. */
@@ -516,13 +500,13 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public QueueClient queue(String name) {
-    return new QueueClientImpl(this, name);
+    return new QueueClientImpl(this, status, name);
   }
 
   @Override
   public List<PushResult> push(List<PushItem> items) {
     checkOpen();
-    return broker.push(items, null);
+    return broker.pushes().push(items, null);
   }
 
   @Override
@@ -568,19 +552,19 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public DeadLetters deadLetters(String queue) {
-    return new DeadLettersImpl(this, queue);
+    return new DeadLettersImpl(broker, wakeups, this::checkOpen, queue);
   }
 
   @Override
   public Transaction transaction() {
     checkOpen();
-    return Extensions.transaction(this, kvStore, false);
+    return Extensions.transaction(broker, kvStore, this::checkOpen, false);
   }
 
   @Override
   public TransactionImpl handlerTransaction() {
     checkOpen();
-    return Extensions.transaction(this, kvStore, true);
+    return Extensions.transaction(broker, kvStore, this::checkOpen, true);
   }
 
   @Override
@@ -616,14 +600,14 @@ public final class QueenImpl implements Queen, ConsumerNode {
     if (!closing.compareAndSet(false, true)) {
       return;
     }
-    for (SubscriptionImpl s : List.copyOf(subscriptions)) {
+    for (RunningSubscription s : List.copyOf(subscriptions)) {
       if (s.onOwnThread()) {
         // called by a handler: the close waits for running handlers, this one among them, so it runs on a thread
         // of its own and this call returns; the handler's work still counts (the grace period)
         String why = " (asked by a handler of " + s.queue() + "; the close goes on once handlers return)";
         // this subscription stops taking work now, before the call returns: its worker would otherwise take the next
         // message while the closer thread starts (CloseTest saw a second handler call)
-        SubscriptionImpl own = s.beginClose() ? s : null;
+        RunningSubscription own = s.beginClose() ? s : null;
         newDaemon("closer", () -> closeNow(why, own)).start();
         return;
       }
@@ -632,7 +616,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   }
 
   /** The close; {@code begun}: a subscription whose close has begun already (a handler's own), or null. */
-  private void closeNow(String why, SubscriptionImpl begun) {
+  private void closeNow(String why, RunningSubscription begun) {
     LOG.info("{} - closing{}", config.nodeId(), why);
     io.queen.embedded.internal.http.HttpSurface h = http;
     if (h != null) {
@@ -648,17 +632,17 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
     connectorsClosed = true;
     // every subscription stops taking work first; then their running handlers share one grace period
-    List<SubscriptionImpl> stopping = new ArrayList<>();
+    List<RunningSubscription> stopping = new ArrayList<>();
     if (begun != null) {
       stopping.add(begun);
     }
-    for (SubscriptionImpl s : List.copyOf(subscriptions)) {
+    for (RunningSubscription s : List.copyOf(subscriptions)) {
       if (s.beginClose()) {
         stopping.add(s);
       }
     }
     long deadline = System.nanoTime() + config.closeGrace().toNanos();
-    for (SubscriptionImpl s : stopping) {
+    for (RunningSubscription s : stopping) {
       s.finishClose(deadline);
     }
     closed = true; // the handlers are done: from here on, calls that do work throw

@@ -9,18 +9,22 @@ import io.queen.Queen;
 import io.queen.QueueClient;
 import io.queen.QueueConfig;
 import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
+import io.queen.embedded.internal.consume.ConsumerNode;
+import io.queen.embedded.internal.ops.StatusReader;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.UnaryOperator;
 
-/** A queue handle: holds only the name and the node. */
+/** A queue handle: holds the name, the node's consume side (its log, its open check) and the status reader. */
 public final class QueueClientImpl implements QueueClient {
-  private final QueenImpl queen;
+  private final ConsumerNode node;
+  private final StatusReader status;
   private final String name;
 
-  QueueClientImpl(QueenImpl queen, String name) {
-    this.queen = queen;
+  QueueClientImpl(ConsumerNode node, StatusReader status, String name) {
+    this.node = node;
+    this.status = status;
     this.name = Names.queue(name);
   }
 
@@ -32,26 +36,26 @@ public final class QueueClientImpl implements QueueClient {
   @Override
   public QueueConfig configure(UnaryOperator<QueueConfig.Builder> change) {
     Objects.requireNonNull(change, "change must not be null");
-    queen.checkOpen();
+    node.checkOpen();
     QueueConfig.Builder b = Objects.requireNonNull(change.apply(config().toBuilder()), "the builder returned by change");
     QueueConfig cfg = b.build();
-    queen.broker().configure(name, cfg);
+    node.broker().catalogue().configure(name, cfg);
     return cfg;
   }
 
   @Override
   public QueueConfig config() {
-    queen.checkOpen();
-    return queen.broker().config(name);
+    node.checkOpen();
+    return node.broker().catalogue().config(name);
   }
 
   @Override
   public List<io.queen.Status.PartitionStatus> partitions(String after, int limit) {
-    queen.checkOpen();
+    node.checkOpen();
     if (limit < 1 || limit > 1000) {
       throw new IllegalArgumentException("limit must be 1..1000, was " + limit);
     }
-    return queen.statusReader().partitions(name, after, limit);
+    return status.partitions(name, after, limit);
   }
 
   @Override
@@ -83,7 +87,7 @@ public final class QueueClientImpl implements QueueClient {
   @Override
   public List<PushResult> push(List<PushItem> items) {
     Objects.requireNonNull(items, "items must not be null");
-    queen.checkOpen();
+    node.checkOpen();
     List<PushItem> own = new ArrayList<>(items.size());
     for (int i = 0; i < items.size(); i++) {
       PushItem it = Objects.requireNonNull(items.get(i), "items[" + i + "]");
@@ -93,23 +97,23 @@ public final class QueueClientImpl implements QueueClient {
       }
       own.add(it);
     }
-    return queen.broker().push(own, name);
+    return node.broker().pushes().push(own, name);
   }
 
   @Override
   public ConsumerBuilder consumer() {
-    return new ConsumerBuilderImpl(queen, name, Queen.DEFAULT_GROUP);
+    return new ConsumerBuilderImpl(node, name, Queen.DEFAULT_GROUP);
   }
 
   @Override
   public ConsumerBuilder group(String group) {
-    return new ConsumerBuilderImpl(queen, name, Names.group(group));
+    return new ConsumerBuilderImpl(node, name, Names.group(group));
   }
 
   @Override
   public void delete() {
-    queen.checkOpen();
-    queen.broker().deleteQueue(name);
+    node.checkOpen();
+    node.broker().catalogue().deleteQueue(name);
   }
 
   @Override

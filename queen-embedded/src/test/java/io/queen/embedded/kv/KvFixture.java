@@ -2,7 +2,7 @@ package io.queen.embedded.kv;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.queen.Kv;
-import io.queen.embedded.internal.Migrator;
+import io.queen.embedded.internal.db.Migrator;
 import io.queen.embedded.internal.kv.KvImpl;
 import io.queen.embedded.internal.kv.KvStore;
 import io.queen.embedded.internal.log.JsonCodec;

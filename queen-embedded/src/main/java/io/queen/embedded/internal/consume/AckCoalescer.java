@@ -174,7 +174,7 @@ final class AckCoalescer implements AutoCloseable {
   private List<AckResult> sendPatiently(List<Broker.AckRequest> all) {
     return Patiently.call(patience, () -> running,
         e -> LOG.warn("{} - could not acknowledge {} message(s) ({}); trying again while the database does not answer,"
-            + " for up to the lease time", who, all.size(), io.queen.embedded.internal.Sql.describe(e)),
+            + " for up to the lease time", who, all.size(), io.queen.embedded.internal.db.Sql.describe(e)),
         tries -> LOG.info("{} - acknowledged {} message(s) after {} tries", who, all.size(), tries),
         () -> broker.ack(all, true));
   }

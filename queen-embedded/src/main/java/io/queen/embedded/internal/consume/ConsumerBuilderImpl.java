@@ -128,17 +128,8 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
 
   @Override
   public ConsumerBuilder gracePeriod(Duration g) {
-    grace = checkGrace(g);
+    grace = SubscriptionImpl.checkGrace(g);
     return this;
-  }
-
-  /** The grace period's rule, for the builder and for {@code Subscription.close(Duration)}. */
-  static Duration checkGrace(Duration g) {
-    Objects.requireNonNull(g, "gracePeriod must not be null");
-    if (g.isNegative() || g.compareTo(Duration.ofMinutes(10)) > 0) {
-      throw new IllegalArgumentException("gracePeriod must be between 0 and PT10M, was " + g);
-    }
-    return g;
   }
 
   private boolean ownedExpiryCounts = true;
@@ -170,7 +161,7 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
         return got;
       }
       try {
-        queen.wakeups().await(queue, seen, Duration.ofNanos(Math.min(left, queen.config().pollInterval().toNanos())));
+        queen.wakeups().await(queue, seen, Duration.ofNanos(Math.min(left, queen.pollInterval().toNanos())));
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         return List.of();
@@ -226,17 +217,16 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
       throw new IllegalArgumentException("autoAck is for pop(); consume acknowledges after the handler returns");
     }
     Broker.PopRequest r = request();
-    boolean exists = queen.broker().queueExists(queue);
+    boolean exists = queen.broker().catalogue().queueExists(queue);
     if (!exists && "NEW".equals(r.mode())) {
       // everything a queue created later holds was pushed after this subscription began: read it all
       r = new Broker.PopRequest(r.queue(), r.group(), r.batch(), r.partitions(), r.partition(), r.leaseTime(), "ALL",
           r.from(), r.autoAck());
     }
     SubscriptionImpl s = new SubscriptionImpl(queen, r, partitionsSet ? partitions : 0, concurrency, grace != null ? grace
-        : queen.config().closeGrace(), one, many, txOne, txMany, owned, role);
+        : queen.closeGrace(), one, many, txOne, txMany, owned, role);
     if (!exists) {
       s.queueMissingAtStart();
-      queen.watchMissingQueue(s, new MissingQueueWatch(queen, queue, group));
     }
     if (owned != null && !ownedExpiryCounts) {
       s.expiryNotCounted();
@@ -250,24 +240,24 @@ public final class ConsumerBuilderImpl implements ConsumerBuilder {
   public int seek(Instant time) {
     Objects.requireNonNull(time, "time must not be null");
     queen.checkOpen();
-    return queen.broker().seek(queue, group, "TIME", time);
+    return queen.broker().catalogue().seek(queue, group, "TIME", time);
   }
 
   @Override
   public int seekToEnd() {
     queen.checkOpen();
-    return queen.broker().seek(queue, group, "END", null);
+    return queen.broker().catalogue().seek(queue, group, "END", null);
   }
 
   @Override
   public int seekToBeginning() {
     queen.checkOpen();
-    return queen.broker().seek(queue, group, "BEGINNING", null);
+    return queen.broker().catalogue().seek(queue, group, "BEGINNING", null);
   }
 
   @Override
   public void delete() {
     queen.checkOpen();
-    queen.broker().deleteGroup(queue, group);
+    queen.broker().catalogue().deleteGroup(queue, group);
   }
 }

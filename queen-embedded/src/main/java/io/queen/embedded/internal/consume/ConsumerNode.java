@@ -1,10 +1,10 @@
 package io.queen.embedded.internal.consume;
 
 import io.queen.Transaction;
-import io.queen.embedded.internal.QueenConfig;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.Wakeups;
 import io.queen.embedded.internal.tx.TransactionImpl;
+import java.time.Duration;
 import java.util.concurrent.ScheduledExecutorService;
 
 /**
@@ -15,7 +15,11 @@ public interface ConsumerNode {
 
   String nodeId();
 
-  QueenConfig config();
+  /** The bound on how long a waiting pop sleeps between polls. */
+  Duration pollInterval();
+
+  /** The grace period a close gives running handlers. */
+  Duration closeGrace();
 
   Broker broker();
 
@@ -46,13 +50,7 @@ public interface ConsumerNode {
   boolean isClosing();
 
   /** A started subscription, closed with the node. */
-  void register(SubscriptionImpl s);
+  void register(RunningSubscription s);
 
-  void unregister(SubscriptionImpl s);
-
-  /** Watches a subscription whose queue did not exist at its start. */
-  void watchMissingQueue(SubscriptionImpl s, MissingQueueWatch w);
-
-  /** Called by a consume loop after a pop that returned nothing: says once when the queue does not exist. */
-  void afterEmptyPop(SubscriptionImpl s);
+  void unregister(RunningSubscription s);
 }

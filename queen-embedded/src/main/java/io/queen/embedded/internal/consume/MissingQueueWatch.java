@@ -4,7 +4,6 @@ import io.queen.Queen;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * For a subscription whose queue did not exist when it started: a pop of an unknown queue returns nothing
@@ -14,20 +13,21 @@ import org.slf4j.LoggerFactory;
  * workers share it, and one of them checks per interval.
  */
 public final class MissingQueueWatch {
-  private static final Logger LOG = LoggerFactory.getLogger(SubscriptionImpl.class);
-
   private final ConsumerNode queen;
+  /** The subscription's logger: what the watch says is said under the consumer's name. */
+  private final Logger log;
   private final String queue;
   private final String group;
   private final long intervalNanos;
   private final AtomicBoolean warned = new AtomicBoolean();
   private final AtomicLong nextCheck = new AtomicLong(System.nanoTime());
 
-  MissingQueueWatch(ConsumerNode queen, String queue, String group) {
+  MissingQueueWatch(ConsumerNode queen, String queue, String group, Logger log) {
     this.queen = queen;
+    this.log = log;
     this.queue = queue;
     this.group = group;
-    this.intervalNanos = queen.config().pollInterval().toNanos();
+    this.intervalNanos = queen.pollInterval().toNanos();
   }
 
   /** After a pop that returned nothing; true once the queue exists (then the watch is done). */
@@ -39,18 +39,18 @@ public final class MissingQueueWatch {
     }
     boolean exists;
     try {
-      exists = queen.broker().queueExists(queue);
+      exists = queen.broker().catalogue().queueExists(queue);
     } catch (RuntimeException e) {
       return false; // the pops fail the same way and the loop reports that; check again next interval
     }
     if (exists) {
       if (warned.get()) {
-        LOG.info("{} - queue '{}' exists now: consumer of {} reads it", queen.nodeId(), queue, describeGroup(group));
+        log.info("{} - queue '{}' exists now: consumer of {} reads it", queen.nodeId(), queue, describeGroup(group));
       }
       return true;
     }
     if (warned.compareAndSet(false, true)) {
-      LOG.warn("{} - queue '{}' does not exist yet: consumer of {} waits for its first push", queen.nodeId(), queue,
+      log.warn("{} - queue '{}' does not exist yet: consumer of {} waits for its first push", queen.nodeId(), queue,
           describeGroup(group));
     }
     return false;

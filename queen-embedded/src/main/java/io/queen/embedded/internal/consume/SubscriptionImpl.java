@@ -1,32 +1,22 @@
 package io.queen.embedded.internal.consume;
 
 import io.queen.AckOutcome;
-import io.queen.AckResult;
-import io.queen.AckStatus;
 import io.queen.BatchHandler;
-import io.queen.BrokerClosedException;
-import io.queen.CommitResult;
-import io.queen.DeadLetterException;
-import io.queen.KvReason;
-import io.queen.KvWriteResult;
 import io.queen.Message;
 import io.queen.MessageHandler;
 import io.queen.Queen;
-import io.queen.QueenDatabaseException;
-import io.queen.Subscription;
-import io.queen.Transaction;
 import io.queen.TransactionalBatchHandler;
 import io.queen.TransactionalHandler;
-import io.queen.embedded.internal.LogThrottle;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.LogThrottle;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Broker;
-import io.queen.embedded.internal.log.HandlerAcks;
 import io.queen.embedded.internal.tx.TransactionImpl;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledFuture;
@@ -54,8 +44,13 @@ import org.slf4j.LoggerFactory;
  * exception; identical repeats are summarised by a {@link LogThrottle}); a round that fails (the database
  * is unreachable) is one WARN when it starts failing and one INFO when it recovers, with how long it was
  * down; dead-letter moves are logged by the {@link Broker} where the database reports them.
+ *
+ * <p>The handler shapes run in {@link HandlerUnits} and {@link TransactionalUnits}, and a unit ends through
+ * {@link Settlement}. What stays here (over 600 lines) is what the subscription's threads share: the claimer hands
+ * units to the workers, the workers count themselves idle and nudge it, the close stops both and renewals run beside
+ * them; that hand-off and its ordering rules stay in one file, so that they read in one place.
  */
-public final class SubscriptionImpl implements Subscription {
+public final class SubscriptionImpl implements RunningSubscription {
   private static final Logger LOG = LoggerFactory.getLogger(SubscriptionImpl.class);
 
   private final ConsumerNode queen;
@@ -99,27 +94,24 @@ public final class SubscriptionImpl implements Subscription {
   private final AtomicBoolean running = new AtomicBoolean(true);
   /** See {@link #queueMissing()}. */
   private volatile boolean queueMissing;
+  /** Watches the queue this subscription's start found missing, until it exists; null otherwise. */
+  private volatile MissingQueueWatch missingQueue;
   private final AtomicBoolean closed = new AtomicBoolean();
   /** Held by {@link #start()} and the first half of a close, which exclude each other. */
   private final Object lifecycle = new Object();
-  private final AtomicLong handled = new AtomicLong();
-  private final AtomicLong failed = new AtomicLong();
-  private final AtomicLong acked = new AtomicLong();
-  private final AtomicLong alreadyDone = new AtomicLong();
-  private final AtomicLong deadLettered = new AtomicLong();
-  private final AtomicLong leaseLost = new AtomicLong();
   /** Leases held by running batches: one message per (partition, lease) stands for the lease. */
   private final Set<Message> inFlight = ConcurrentHashMap.newKeySet();
-  /** The bundles of transactional handlers running now: a close past its grace period aborts their connections. */
-  private final Set<TransactionImpl> openTransactions = ConcurrentHashMap.newKeySet();
   /** How long a close waits, past its grace period and the interrupt, for every thread of the subscription. */
   static final long CLOSE_MARGIN_MS = 500;
-  private final LogThrottle throttle = new LogThrottle();
   /** When rounds started failing (System.nanoTime), or 0 while they succeed; shared by the workers. */
   private final AtomicLong failingSince = new AtomicLong();
   private final AtomicLong failedRounds = new AtomicLong();
-  private final AtomicBoolean warnedUnrequiredMarker = new AtomicBoolean();
-  private final AtomicBoolean warnedSelfCommit = new AtomicBoolean();
+  /** Acknowledgements, failures, give-backs and their counts. */
+  private final Settlement outcomes;
+  /** The units of a plain handler. */
+  private final HandlerUnits plain;
+  /** The units of a transactional handler. */
+  private final TransactionalUnits transactional;
   private volatile ScheduledFuture<?> renewal;
   /** The lease time of this subscription's pops; set when its threads start. */
   private volatile Duration lease = Duration.ofSeconds(30);
@@ -150,9 +142,12 @@ public final class SubscriptionImpl implements Subscription {
     this.txOne = txOne;
     this.txMany = txMany;
     this.where = Broker.where(request.queue(), request.group());
+    this.outcomes = new Settlement(LOG, queen.broker(), queen.nodeId(), request.queue(), request.group(), where,
+        () -> acker, running::get, () -> lease);
+    this.plain = new HandlerUnits(LOG, queen, request, where, one, many, owned, outcomes, running::get);
+    this.transactional = new TransactionalUnits(LOG, queen, request, where, txMany, outcomes, running::get);
     this.hints = new Hints(request.partition() != null);
   }
-
 
   /**
    * Starts the threads, unless a close came first (a node closing while {@code consume(...)} ran): start and the
@@ -167,7 +162,7 @@ public final class SubscriptionImpl implements Subscription {
   }
 
   private void startThreads() {
-    lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().config(request.queue()).leaseTime();
+    lease = request.leaseTime() != null ? request.leaseTime() : queen.broker().catalogue().config(request.queue()).leaseTime();
     long every = Math.max(50, lease.toMillis() / 3);
     renewal = queen.scheduler().scheduleAtFixedRate(this::renewLeases, every, every, TimeUnit.MILLISECONDS);
     String group = Queen.DEFAULT_GROUP.equals(request.group()) ? "default" : request.group();
@@ -221,52 +216,50 @@ public final class SubscriptionImpl implements Subscription {
     return queueMissing;
   }
 
-  /** The queue did not exist when this subscription started ({@link MissingQueueWatch} watches it). */
+  /** The queue did not exist when this subscription started: a {@link MissingQueueWatch} watches it. */
   void queueMissingAtStart() {
     queueMissing = true;
+    missingQueue = new MissingQueueWatch(queen, request.queue(), request.group(), LOG);
   }
 
-  /** The watch found the queue. */
-  public void queueFound() {
-    queueMissing = false;
+  /** Called after a pop that returned nothing: while the queue is missing, says once that it does not exist. */
+  private void afterEmptyPop() {
+    MissingQueueWatch w = missingQueue;
+    if (w != null && w.afterEmptyPop()) {
+      missingQueue = null;
+      queueMissing = false;
+    }
   }
 
   @Override
   public long handled() {
-    return handled.get();
+    return outcomes.handled.get();
   }
 
   @Override
   public long failed() {
-    return failed.get();
+    return outcomes.failed.get();
   }
 
   @Override
   public long acked() {
-    return acked.get();
+    return outcomes.acked.get();
   }
 
   @Override
   public long alreadyDone() {
-    return alreadyDone.get();
+    return outcomes.alreadyDone.get();
   }
 
   @Override
   public long deadLettered() {
-    return deadLettered.get();
+    return outcomes.deadLettered.get();
   }
 
   @Override
   public long leaseLost() {
-    return leaseLost.get();
+    return outcomes.leaseLost.get();
   }
-
-  /** Counts an outcome here and as {@code queen.consumer.outcomes{queue,group,outcome}}. */
-  private void count(AtomicLong counter, String outcome, long n) {
-    counter.addAndGet(n);
-    queen.broker().metrics().consumerOutcome(request.queue(), request.group(), outcome, n);
-  }
-
 
   // ------------------------------------------------------------------------------------ the loop
 
@@ -313,7 +306,7 @@ public final class SubscriptionImpl implements Subscription {
           // no lease of this group is taken before its flag is in place (a node killed holding one must not
           // have it counted); the queue does not exist yet: wait like an empty pop
           if (!queen.broker().groupExpiry(request, false)) {
-            queen.afterEmptyPop(this);
+            afterEmptyPop();
             awaitNudge(seen);
             continue;
           }
@@ -322,7 +315,7 @@ public final class SubscriptionImpl implements Subscription {
         boolean batchShape = many != null || txMany != null || owned != null;
         int parts = batchShape ? (maxPartitions > 0 ? maxPartitions : Math.min(1000, request.batch()))
             : Math.min(free, maxPartitions > 0 ? maxPartitions : 1000);
-        String[] names = hints.next(System.nanoTime(), queen.config().pollInterval().toNanos(), parts);
+        String[] names = hints.next(System.nanoTime(), queen.pollInterval().toNanos(), parts);
         if (names != null && names.length == 0) {
           awaitNudge(seen); // nothing named since the last pop, and no scan due before the poll interval
           continue;
@@ -341,7 +334,7 @@ public final class SubscriptionImpl implements Subscription {
         roundSucceeded();
         if (got.isEmpty()) {
           hints.popped(names, List.of(), false);
-          queen.afterEmptyPop(this);
+          afterEmptyPop();
           awaitNudge(seen);
           continue;
         }
@@ -366,7 +359,7 @@ public final class SubscriptionImpl implements Subscription {
         if (!running.get()) {
           break;
         }
-        long cap = queen.config().pollInterval().toMillis() * 4;
+        long cap = queen.pollInterval().toMillis() * 4;
         backoff = Math.min(cap, Math.max(50, backoff * 2));
         long sleep = backoff / 2 + ThreadLocalRandom.current().nextLong(backoff / 2 + 1); // jitter: no herd
         roundFailed(e, cap);
@@ -408,7 +401,7 @@ public final class SubscriptionImpl implements Subscription {
 
   /** Waits until something nudged the claimer after {@code seen}, or the poll interval passed. */
   private void awaitNudge(long seen) throws InterruptedException {
-    long deadline = System.nanoTime() + queen.config().pollInterval().toNanos();
+    long deadline = System.nanoTime() + queen.pollInterval().toNanos();
     synchronized (idleSignal) {
       while (nudgeCount == seen && running.get()) {
         long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
@@ -478,11 +471,12 @@ public final class SubscriptionImpl implements Subscription {
       if (unit == STOP || !running.get()) {
         break; // a unit taken now is not run: its lease is given back by close()
       }
-      long failures = failed.get() + leaseLost.get();
+      long failures = outcomes.failed.get() + outcomes.leaseLost.get();
       boolean ackInFlight = runBatch(unit);
       // with the ack in flight the partition is still leased: the acker nudges the claimer when it is not
       mayHaveMore = !ackInFlight
-          && hints.settled(unit.partitions(), failed.get() + leaseLost.get() != failures || unit.mayBeCut());
+          && hints.settled(unit.partitions(),
+              outcomes.failed.get() + outcomes.leaseLost.get() != failures || unit.mayBeCut());
     }
   }
 
@@ -524,17 +518,17 @@ public final class SubscriptionImpl implements Subscription {
     boolean async = false;
     try {
       if (one != null) {
-        async = runEach(byPartition, heads, unit);
+        async = plain.runEach(byPartition, acks -> settleAsync(acks, heads, unit));
       } else if (many != null) {
-        async = runMany(batch, heads, unit);
+        async = plain.runMany(batch, heads, acks -> settleAsync(acks, heads, unit));
       } else if (owned != null) {
-        async = runOwned(batch, heads, unit);
+        async = plain.runOwned(batch, heads, acks -> settleAsync(acks, heads, unit));
       } else if (txOne != null) {
         for (List<Message> part : byPartition.values()) {
-          runTxEach(part, txOne);
+          transactional.runTxEach(part, txOne);
         }
       } else {
-        runTxBatch(batch, byPartition, heads);
+        transactional.runTxBatch(batch, byPartition, heads);
       }
     } finally {
       if (!async) {
@@ -555,14 +549,14 @@ public final class SubscriptionImpl implements Subscription {
       return false;
     }
     a.ackAsync(acks, res -> {
-      count(res);
+      outcomes.count(res);
       inFlight.removeAll(heads);
       if (hints.settled(unit.partitions(), unit.mayBeCut() || res.stream()
           .anyMatch(r -> r.outcome() != AckOutcome.ACKED && r.outcome() != AckOutcome.ALREADY_ACKED))) {
         nudge();
       }
     }, e -> {
-      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("ack", e));
+      LogThrottle.Decision d = outcomes.throttle.admit(LogThrottle.kind("ack", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {
         LOG.warn("{} - could not acknowledge {} message(s) of {}: {}; their leases expire and they are redelivered",
             queen.nodeId(), acks.size(), where, Sql.describe(e));
@@ -573,553 +567,6 @@ public final class SubscriptionImpl implements Subscription {
     return true;
   }
 
-  /**
-   * MessageHandler: run in order per partition, then acknowledge what ran in one call.
-   *
-   * <p>A failed message's partition stops there, and its lease is given back after the acknowledgement: a failure that dead-letters the message (no retries left) moves the cursor past it but
-   * keeps the lease over the rest of the batch, which would otherwise wait, unhandled, for the lease to expire.
-   */
-  private boolean runEach(Map<Long, List<Message>> byPartition, List<Message> heads, Unit unit) {
-    List<Broker.AckRequest> acks = new ArrayList<>();
-    List<Message> giveBack = new ArrayList<>();
-    List<Message> failedAt = new ArrayList<>();
-    for (List<Message> part : byPartition.values()) {
-      for (Message m : part) {
-        if (stopping()) {
-          giveBack.add(part.get(0));
-          break;
-        }
-        long t0 = System.nanoTime();
-        HandlerAcks.begin();
-        try {
-          one.handle(m);
-          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-          if (HandlerAcks.end().contains(m)) {
-            count(acked, "acked", 1); // the handler's own commit acknowledged it (commit(connection) with ack(m))
-          } else {
-            acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-          }
-          handled.incrementAndGet();
-        } catch (DeadLetterException d) {
-          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-          acks.add(new Broker.AckRequest(m, AckStatus.DEAD_LETTER, describe(d))); // at once; the partition goes on
-        } catch (Throwable t) {
-          queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-          if (!running.get()) {
-            giveBack.add(part.get(0)); // interrupted by close: not the message's fault
-          } else {
-            count(failed, "failed", 1);
-            logFailure(m, t);
-            acks.add(new Broker.AckRequest(m, AckStatus.FAILED, describe(t)));
-            failedAt.add(m);
-          }
-          break; // the rest of this partition comes again after it
-        }
-      }
-    }
-    HandlerAcks.end(); // a handler that threw: whatever it committed, its failure is settled below
-    if (giveBack.isEmpty() && !acks.isEmpty() && acks.stream().allMatch(a -> a.status() == AckStatus.COMPLETED)
-        && settleAsync(acks, heads, unit)) {
-      return true;
-    }
-    settle(acks);
-    giveBack(giveBack);
-    giveBack(failedAt);
-    return false;
-  }
-
-  /** BatchHandler: one call for the batch, then acknowledge all of it or fail the heads. */
-  private boolean runMany(List<Message> batch, List<Message> heads, Unit unit) {
-    List<Broker.AckRequest> acks = new ArrayList<>(batch.size());
-    long t0 = System.nanoTime();
-    HandlerAcks.begin();
-    try {
-      many.handle(batch);
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-      Set<Message> ackedByHandler = HandlerAcks.end();
-      for (Message m : batch) {
-        if (ackedByHandler.contains(m)) {
-          count(acked, "acked", 1); // the handler's own commit acknowledged it
-        } else {
-          acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-        }
-      }
-      handled.addAndGet(batch.size());
-      if (acks.isEmpty()) {
-        return false;
-      }
-    } catch (Throwable t) {
-      HandlerAcks.end();
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-      if (!running.get()) {
-        giveBack(heads);
-        return false;
-      }
-      failHeads(heads, batch.size(), t);
-      return false;
-    }
-    if (settleAsync(acks, heads, unit)) {
-      return true;
-    }
-    settle(acks);
-    return false;
-  }
-
-  /**
-   * OwnedBatchHandler: the handler commits and acknowledges by itself, or hands back what it completed, which
-   * goes to the acker like a plain handler's completed unit (returns true then: the ack is in flight). When it
-   * throws, the leases it still holds are given back without counting an attempt (the handler decides what is
-   * an attempt).
-   */
-  private boolean runOwned(List<Message> batch, List<Message> heads, Unit unit) {
-    long t0 = System.nanoTime();
-    List<Message> done;
-    try {
-      done = owned.handle(batch);
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-      handled.addAndGet(batch.size());
-    } catch (Throwable t) {
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-      if (running.get()) {
-        LOG.debug("{} - handler of {} gave its batch back: {}", queen.nodeId(), where, Sql.describe(t));
-      }
-      try {
-        giveBack(heads); // a lease the handler completed is gone already; giving it back again changes nothing
-      } catch (RuntimeException e) {
-        LOG.debug("{} - could not give back the leases of {}: {}", queen.nodeId(), where, Sql.describe(e));
-      }
-      return false;
-    }
-    if (done == null || done.isEmpty()) {
-      return false;
-    }
-    List<Broker.AckRequest> acks = new ArrayList<>(done.size());
-    for (Message m : done) {
-      acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-    }
-    if (settleAsync(acks, heads, unit)) {
-      return true;
-    }
-    settle(acks); // closing: acknowledged here and now
-    return false;
-  }
-
-  /** What to do with the rest of a partition's batch after one message. */
-  private enum Next {
-    CONTINUE,
-    STOP
-  }
-
-  /** TransactionalHandler: one bundle per message, in order; stop the partition at the first that does not commit. */
-  private void runTxEach(List<Message> part, TransactionalHandler handler) {
-    for (Message m : part) {
-      if (stopping()) {
-        giveBack(List.of(part.get(0)));
-        return;
-      }
-      TransactionImpl tx = transactionOrNull();
-      if (tx == null) {
-        giveBack(List.of(part.get(0)));
-        return;
-      }
-      try {
-        if (runTx(m, part, handler, tx) == Next.STOP) {
-          return;
-        }
-      } finally {
-        tx.close(); // the handler's connection, if it took one, back to the pool
-      }
-    }
-  }
-
-  /** One message of {@link #runTxEach}: the handler, then its bundle with the ack. */
-  private Next runTx(Message m, List<Message> part, TransactionalHandler handler, TransactionImpl tx) {
-    long t0 = System.nanoTime();
-    try {
-      handler.handle(m, tx);
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-      handled.incrementAndGet();
-    } catch (DeadLetterException d) {
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-      tx.close(); // nothing of its bundle applies, the handler's statements included
-      if (!settle(List.of(new Broker.AckRequest(m, AckStatus.DEAD_LETTER, describe(d))))) {
-        return Next.STOP;
-      }
-      return Next.CONTINUE; // the partition goes on
-    } catch (Throwable t) {
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-      tx.close();
-      if (!running.get()) {
-        giveBack(List.of(part.get(0)));
-      } else {
-        fail(m, t);
-      }
-      return Next.STOP;
-    }
-    return commit(tx, List.of(m), List.of(part.get(0)));
-  }
-
-  /** A transaction for a handler, or null once the node has closed (a worker that outlived the grace period). */
-  private TransactionImpl transactionOrNull() {
-    try {
-      TransactionImpl tx = queen.handlerTransaction();
-      tx.onClose(() -> openTransactions.remove(tx));
-      openTransactions.add(tx);
-      return tx;
-    } catch (BrokerClosedException e) {
-      return null;
-    }
-  }
-
-  /** TransactionalBatchHandler: one bundle for the batch and its acknowledgement. */
-  private void runTxBatch(List<Message> batch, Map<Long, List<Message>> byPartition, List<Message> heads) {
-    TransactionImpl tx = transactionOrNull();
-    if (tx == null) {
-      giveBack(heads);
-      return;
-    }
-    try {
-      runTxBatch(batch, byPartition, heads, tx);
-    } finally {
-      tx.close();
-    }
-  }
-
-  private void runTxBatch(List<Message> batch, Map<Long, List<Message>> byPartition, List<Message> heads,
-      TransactionImpl tx) {
-    long t0 = System.nanoTime();
-    try {
-      txMany.handle(batch, tx);
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, true);
-      handled.addAndGet(batch.size());
-    } catch (Throwable t) {
-      queen.broker().metrics().handled(request.queue(), request.group(), System.nanoTime() - t0, false);
-      tx.close(); // nothing of its bundle applies, the handler's statements included
-      if (!running.get()) {
-        giveBack(heads);
-      } else {
-        failHeads(heads, batch.size(), t);
-      }
-      return;
-    }
-    CommitResult res = commitOrNull(tx, batch, heads);
-    tx.close();
-    if (res == null || res.success()) {
-      return;
-    }
-    if (lostLease(res)) {
-      // the partitions whose ack was refused belong to another consumer now (ALREADY_ACKED: it has finished the
-      // message already); give the others back at once
-      AckOutcome why = res.reason() == CommitResult.Reason.LEASE_LOST ? AckOutcome.LEASE_LOST : AckOutcome.ALREADY_ACKED;
-      Set<Long> lost = new java.util.HashSet<>();
-      for (AckResult a : res.acks()) {
-        if (a.outcome() == why) {
-          lost.add(a.partitionId());
-        }
-      }
-      List<Message> keep = new ArrayList<>();
-      for (Message h : heads) {
-        if (lost.contains(h.partitionId())) {
-          count(leaseLost, "lease_lost", byPartition.get(h.partitionId()).size());
-        } else {
-          keep.add(h);
-        }
-      }
-      logLeaseLost(lost.size());
-      giveBack(keep);
-      return;
-    }
-    if (markerExists(res)) {
-      // some message of the batch was done before; find out which, one message (and one bundle) at a time
-      for (List<Message> part : byPartition.values()) {
-        runTxEach(part, (m, t) -> txMany.handle(List.of(m), t));
-      }
-      return;
-    }
-    failHeads(heads, batch.size(), preconditionFailure(res));
-  }
-
-  /**
-   * Adds the acknowledgement of {@code messages} to the handler's bundle, commits it, and acts on the
-   * outcome. {@code heads} stand for the leases involved.
-   */
-  private Next commit(Transaction tx, List<Message> messages, List<Message> heads) {
-    CommitResult res = commitOrNull(tx, messages, heads);
-    if (res == null) {
-      return Next.STOP;
-    }
-    if (res.success()) {
-      return Next.CONTINUE;
-    }
-    if (lostLease(res)) {
-      count(leaseLost, "lease_lost", messages.size());
-      logLeaseLost(1);
-      return Next.STOP;
-    }
-    if (markerExists(res)) {
-      count(alreadyDone, "already_done", messages.size());
-      List<Broker.AckRequest> acks = new ArrayList<>(messages.size());
-      for (Message m : messages) {
-        acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null));
-      }
-      return settle(acks, false) ? Next.CONTINUE : Next.STOP;
-    }
-    fail(messages.get(0), preconditionFailure(res));
-    return Next.STOP;
-  }
-
-  /**
-   * Commits a handler's bundle with the acknowledgement of {@code messages}. Returns the result, or
-   * {@code null} when there is none to act on (the commit failed and was dealt with here).
-   */
-  private CommitResult commitOrNull(Transaction tx, List<Message> messages, List<Message> heads) {
-    CommitResult res;
-    try {
-      try {
-        tx.ack(messages);
-      } catch (IllegalStateException committedByHandler) {
-        // the handler committed the bundle itself: its effects are in, the ack is not; acknowledge alone
-        if (warnedSelfCommit.compareAndSet(false, true)) {
-          LOG.warn("{} - a transactional handler of {} committed its transaction itself; the loop commits it (with the"
-              + " ack), so the effect and the ack were two commits", queen.nodeId(), where);
-        }
-        List<Broker.AckRequest> acks = new ArrayList<>(messages.size());
-        messages.forEach(m -> acks.add(new Broker.AckRequest(m, AckStatus.COMPLETED, null)));
-        settle(acks);
-        return null;
-      }
-      res = tx.commit();
-    } catch (QueenDatabaseException e) {
-      if (!e.isTransient()) {
-        failHeads(heads, messages.size(), e);
-        return null;
-      }
-      // the database's trouble, not the message's (a lost connection, a full disk, no free connection): give the
-      // leases back without blaming the message; on redelivery its marker tells whether this commit happened
-      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("commit", e));
-      if (d.level() != LogThrottle.Level.SUPPRESS) {
-        LOG.warn("{} - commit of a bundle of {} failed ({}); its outcome is unknown, so the lease is given back and the"
-            + " message redelivered", queen.nodeId(), where, Sql.describe(e));
-      }
-      giveBackPatiently(heads);
-      return null;
-    } catch (BrokerClosedException e) {
-      // the node finished closing while this handler ran past the grace period: not the message's fault
-      giveBack(heads);
-      return null;
-    } catch (RuntimeException e) {
-      failHeads(heads, messages.size(), e);
-      return null;
-    }
-    if (res.success()) {
-      count(acked, "acked", messages.size());
-      if (!warnedUnrequiredMarker.get()) {
-        for (KvWriteResult w : res.writes()) {
-          if (!w.applied() && w.reason() == KvReason.EXISTS && warnedUnrequiredMarker.compareAndSet(false, true)) {
-            LOG.warn("{} - a transactional handler of {} committed its bundle although a putIfAbsent/once write found its"
-                + " key already there: mark the marker write required() so that the bundle's effects apply only once",
-                queen.nodeId(), where);
-          }
-        }
-      }
-    }
-    return res;
-  }
-
-  /**
-   * Whether the bundle came from a consumer that no longer holds the partition: its lease was refused, or another
-   * consumer took the partition over and has already finished the message (the ack answered ALREADY_ACKED, and the
-   * bundle's effects were kept out).
-   */
-  private static boolean lostLease(CommitResult res) {
-    return res.reason() == CommitResult.Reason.LEASE_LOST || res.reason() == CommitResult.Reason.ALREADY_ACKED;
-  }
-
-  private static boolean markerExists(CommitResult res) {
-    return res.reason() == CommitResult.Reason.KV_PRECONDITION && !res.writes().isEmpty()
-        && res.writes().get(res.writes().size() - 1).reason() == KvReason.EXISTS;
-  }
-
-  private static IllegalStateException preconditionFailure(CommitResult res) {
-    KvWriteResult w = res.writes().isEmpty() ? null : res.writes().get(res.writes().size() - 1);
-    return new IllegalStateException("a required KV write of the bundle was not applied (operation "
-        + res.failedOperation() + (w != null ? ", reason " + w.reason() : "") + ")");
-  }
-
-  private void logLeaseLost(int partitions) {
-    LogThrottle.Decision d = throttle.admit("lease-lost");
-    if (d.level() != LogThrottle.Level.SUPPRESS) {
-      LOG.warn("{} - {}: the lease of {} partition(s) expired or was taken over before the bundle committed; nothing of"
-          + " it was applied and another consumer has those messages (handlers slower than the lease time?)",
-          queen.nodeId(), where, partitions);
-    }
-  }
-
-  // --------------------------------------------------------------------------- acks and failures
-
-  /** Fails one message (attempt counted). */
-  private void fail(Message m, Throwable t) {
-    count(failed, "failed", 1);
-    logFailure(m, t);
-    settle(List.of(new Broker.AckRequest(m, AckStatus.FAILED, describe(t))));
-    giveBack(List.of(m)); // a dead-lettering failure keeps the lease over the rest of the batch (see runEach)
-  }
-
-  /**
-   * Fails the first message of each partition (the rest comes again with it). The log names the batch: a batch
-   * handler's exception does not say which of its messages it came from.
-   */
-  private void failHeads(List<Message> heads, int batchSize, Throwable t) {
-    count(failed, "failed", 1);
-    logFailure(batchSize <= 1 ? at(heads.get(0)) : "a batch of " + batchSize + " messages from " + heads.size()
-        + " partition(s), the first at " + at(heads.get(0)), t);
-    List<Broker.AckRequest> acks = new ArrayList<>(heads.size());
-    for (Message h : heads) {
-      acks.add(new Broker.AckRequest(h, AckStatus.FAILED, describe(t)));
-    }
-    settle(acks);
-    giveBack(heads); // a dead-lettering failure keeps the lease over the rest of the batch (see runEach)
-  }
-
-  /**
-   * Sends acknowledgements and counts their outcomes. Returns false when a lease was found lost. A
-   * failure to send is logged; the leases then expire and the messages come again.
-   */
-  private boolean settle(List<Broker.AckRequest> acks) {
-    return settle(acks, true);
-  }
-
-  /** @param countAcked whether completed acknowledgements count in {@link #acked()} */
-  private boolean settle(List<Broker.AckRequest> acks, boolean countAcked) {
-    if (acks.isEmpty()) {
-      return true;
-    }
-    Thread.interrupted(); // an interrupt aimed at the handler must not fail the acknowledgement
-    List<AckResult> res;
-    try {
-      AckCoalescer a = acker;
-      res = a != null ? a.ack(acks) : queen.broker().ack(acks, true);
-    } catch (RuntimeException e) {
-      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("ack", e));
-      if (d.level() != LogThrottle.Level.SUPPRESS) {
-        LOG.warn("{} - could not acknowledge {} message(s) of {}: {}; their leases expire and they are redelivered",
-            queen.nodeId(), acks.size(), where, Sql.describe(e));
-      }
-      return false;
-    }
-    return count(res, countAcked);
-  }
-
-  /** Counts acknowledgement outcomes (completed ones as acked); returns false when a lease was found lost. */
-  private boolean count(List<AckResult> res) {
-    return count(res, true);
-  }
-
-  private boolean count(List<AckResult> res, boolean countAcked) {
-    long lost = 0;
-    for (AckResult r : res) {
-      switch (r.outcome()) {
-        case LEASE_LOST -> lost++;
-        case DEAD_LETTERED -> count(deadLettered, "dead_lettered", 1);
-        case RETRY_SCHEDULED, REDELIVER -> { }
-        default -> {
-          if (countAcked) {
-            count(acked, "acked", 1);
-          }
-        }
-      }
-    }
-    if (lost > 0) {
-      count(leaseLost, "lease_lost", lost);
-      LogThrottle.Decision d = throttle.admit("ack-lease-lost");
-      if (d.level() != LogThrottle.Level.SUPPRESS) {
-        LOG.warn("{} - {} acknowledgement(s) of {} rejected: the lease expired or was taken over (handlers slower than"
-            + " the lease time?); those messages are redelivered to the new holder", queen.nodeId(), lost, where);
-      }
-    }
-    return lost == 0;
-  }
-
-  private void giveBack(List<Message> heads) {
-    if (heads.isEmpty()) {
-      return;
-    }
-    try {
-      queen.broker().release(heads);
-    } catch (RuntimeException e) {
-      if (running.get()) { // (closing: close gives back what is left)
-        LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
-            heads.size(), where, Sql.describe(e));
-      }
-    }
-  }
-
-  /**
-   * Gives the leases back after a transient failure, tried again while the database does not answer for up to the
-   * lease time ({@link Patiently}), so an outage shorter than the lease costs the message no attempt. Stops trying when
-   * the subscription closes (close gives back what is left).
-   */
-  private void giveBackPatiently(List<Message> heads) {
-    if (heads.isEmpty()) {
-      return;
-    }
-    try {
-      Patiently.call(lease, running::get,
-          e -> {
-            if (throttle.admit(LogThrottle.kind("give-back", e)).level() != LogThrottle.Level.SUPPRESS) {
-              LOG.warn("{} - could not give back {} lease(s) of {} ({}); trying again while the database does not"
-                  + " answer, for up to the lease time", queen.nodeId(), heads.size(), where, Sql.describe(e));
-            }
-          },
-          tries -> LOG.info("{} - gave back {} lease(s) of {} after {} tries", queen.nodeId(), heads.size(), where,
-              tries),
-          () -> {
-            queen.broker().release(heads);
-            return null;
-          });
-    } catch (RuntimeException e) {
-      if (running.get()) { // (closing: close gives back what is left)
-        LOG.warn("{} - could not give back {} lease(s) of {}: {}; they expire after the lease time", queen.nodeId(),
-            heads.size(), where, Sql.describe(e));
-      }
-    }
-  }
-
-  private boolean stopping() {
-    return !running.get() && Thread.currentThread().isInterrupted();
-  }
-
-  /**
-   * WARN once per failed message and attempt, with the exception; identical repeats within a minute are
-   * logged without the stack trace, and past ten, only counted.
-   */
-  private void logFailure(Message m, Throwable t) {
-    logFailure(at(m), t);
-  }
-
-  private static String at(Message m) {
-    return "partition '" + m.partition() + "' offset " + m.offset() + " attempt " + m.attempt();
-  }
-
-  private void logFailure(String at, Throwable t) {
-    LogThrottle.Decision d = throttle.admit(LogThrottle.kind("handler", t));
-    if (d.suppressedBefore() > 0) {
-      LOG.warn("{} - handler of {}: {} identical failure(s) were not logged in the previous minute", queen.nodeId(),
-          where, d.suppressedBefore());
-    }
-    switch (d.level()) {
-      case FULL -> LOG.warn("{} - handler of {} failed on {}", queen.nodeId(), where, at, Sql.forLog(t));
-      case SHORT -> LOG.warn("{} - handler of {} failed on {}: {} (repeated failure, stack trace above)", queen.nodeId(),
-          where, at, Sql.forLog(t).toString());
-      case SUPPRESS -> LOG.debug("{} - handler of {} failed on {}: {}", queen.nodeId(), where, at, Sql.forLog(t).toString());
-    }
-  }
-
-  /** The error kept with a failed or dead-lettered message: the handler's message, JDBC detail lines removed. */
-  private static String describe(Throwable t) {
-    return Sql.errorText(t);
-  }
-
   private void renewLeases() {
     if (inFlight.isEmpty()) {
       return;
@@ -1127,7 +574,7 @@ public final class SubscriptionImpl implements Subscription {
     try {
       queen.broker().renew(new ArrayList<>(inFlight));
     } catch (RuntimeException e) {
-      LogThrottle.Decision d = throttle.admit(LogThrottle.kind("renew", e));
+      LogThrottle.Decision d = outcomes.throttle.admit(LogThrottle.kind("renew", e));
       if (d.level() != LogThrottle.Level.SUPPRESS) {
         LOG.warn("{} - lease renewal for {} failed: {}", queen.nodeId(), where, Sql.describe(e));
       }
@@ -1143,7 +590,7 @@ public final class SubscriptionImpl implements Subscription {
 
   @Override
   public void close(Duration grace) {
-    ConsumerBuilderImpl.checkGrace(grace);
+    checkGrace(grace);
     if (beginClose()) {
       long deadline = System.nanoTime() + grace.toNanos();
       if (onOwnThread()) {
@@ -1156,7 +603,16 @@ public final class SubscriptionImpl implements Subscription {
     }
   }
 
-  /** Whether the calling thread is one of this subscription's workers or its claimer. */
+  /** The grace period's rule, for the builder and for {@code Subscription.close(Duration)}. */
+  static Duration checkGrace(Duration g) {
+    Objects.requireNonNull(g, "gracePeriod must not be null");
+    if (g.isNegative() || g.compareTo(Duration.ofMinutes(10)) > 0) {
+      throw new IllegalArgumentException("gracePeriod must be between 0 and PT10M, was " + g);
+    }
+    return g;
+  }
+
+  @Override
   public boolean onOwnThread() {
     Thread t = Thread.currentThread();
     return t == claimer || workers.contains(t);
@@ -1167,6 +623,7 @@ public final class SubscriptionImpl implements Subscription {
    * the subscription was closing already. The node's close calls this on every subscription before it waits for
    * any, so all of them stop taking work at once and their handlers share one grace period.
    */
+  @Override
   public boolean beginClose() {
     synchronized (lifecycle) {
       return beginCloseLocked();
@@ -1190,6 +647,7 @@ public final class SubscriptionImpl implements Subscription {
    * The second half: waits for the claimer and the workers until {@code deadline} ({@link System#nanoTime()}),
    * interrupts what still runs, and gives back every lease left.
    */
+  @Override
   public void finishClose(long deadline) {
     boolean interrupted = false;
     Thread c = claimer;
@@ -1219,7 +677,7 @@ public final class SubscriptionImpl implements Subscription {
         t.interrupt();
       }
     }
-    for (TransactionImpl tx : List.copyOf(openTransactions)) {
+    for (TransactionImpl tx : List.copyOf(transactional.openTransactions())) {
       tx.abort();
     }
     long marginEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_MARGIN_MS);
@@ -1254,18 +712,18 @@ public final class SubscriptionImpl implements Subscription {
       }
     }
     queen.unregister(this);
-    throttle.drainSuppressed().forEach((kind, n) -> LOG.warn("{} - {}: {} more event(s) of one kind were not logged in"
-        + " the last minute ({})", queen.nodeId(), where, n, kind.substring(kind.indexOf('|') + 1)));
+    outcomes.throttle.drainSuppressed().forEach((kind, n) -> LOG.warn("{} - {}: {} more event(s) of one kind were not"
+        + " logged in the last minute ({})", queen.nodeId(), where, n, kind.substring(kind.indexOf('|') + 1)));
     if (owned != null) {
       // a connector's loop: the connector acknowledges the batches it dead-letters or fails in its own transaction,
       // so the loop's counts are not the messages' outcomes; the connector's status has those
       LOG.info("{} - stopped consuming {}: {} delivery(ies) handed to its connector, {} acknowledged by the loop"
           + " (the connector's status counts what it applied, skipped and dead-lettered)", queen.nodeId(), where,
-          handled.get(), acked.get());
+          outcomes.handled.get(), outcomes.acked.get());
     } else {
       LOG.info("{} - stopped consuming {}: {} handled, {} acked, {} already done, {} failed, {} dead-lettered, {}"
-          + " lease(s) lost", queen.nodeId(), where, handled.get(), acked.get(), alreadyDone.get(), failed.get(),
-          deadLettered.get(), leaseLost.get());
+          + " lease(s) lost", queen.nodeId(), where, outcomes.handled.get(), outcomes.acked.get(),
+          outcomes.alreadyDone.get(), outcomes.failed.get(), outcomes.deadLettered.get(), outcomes.leaseLost.get());
     }
     if (interrupted) {
       Thread.currentThread().interrupt();

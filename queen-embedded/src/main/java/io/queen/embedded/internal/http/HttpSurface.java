@@ -1,12 +1,5 @@
 package io.queen.embedded.internal.http;
 
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.DeserializationFeature;
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.queen.BrokerClosedException;
@@ -16,16 +9,13 @@ import io.queen.Queen;
 import io.queen.QueenDatabaseException;
 import io.queen.QueueFullException;
 import io.queen.embedded.http.HttpOptions;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
-import java.util.ArrayList;
 import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -41,8 +31,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The node's HTTP server (the JDK's {@code com.sun.net.httpserver}: no dependency, and enough for an operator's
- * surface on loopback). It owns the listener, authentication, the body bound, JSON in and out and the mapping of
- * failures to JSON errors; {@link Routes} holds the routes, which use the public {@link Queen} API only.
+ * surface on loopback). It owns the listener, authentication, the body bound each {@link Request} reads within, and
+ * the mapping of failures to JSON errors; {@link Routes} holds the routes, which use the public {@link Queen} API
+ * only.
  *
  * <p>Threads: the JDK's dispatcher thread (started from a node daemon thread, so it is a daemon too) and a fixed pool
  * of {@code queen-<node>-http-<n>} daemon threads that run the requests. {@link #close()} stops accepting, lets
@@ -51,12 +42,6 @@ import org.slf4j.LoggerFactory;
 public final class HttpSurface implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(HttpSurface.class);
   private static final String NODELAY = "sun.net.httpserver.nodelay";
-
-  /** Reads request bodies: duplicate keys refused, decimals kept with their digits (a payload's 12.50 stays 12.50). */
-  static final ObjectMapper JSON = new ObjectMapper().enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
-      .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-      .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-      .configure(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES, false);
 
   private final HttpOptions options;
   private final String node;
@@ -168,11 +153,11 @@ public final class HttpSurface implements AutoCloseable {
     String method = ex.getRequestMethod();
     boolean health = path.equals("/health") || path.startsWith("/health/");
     if (!health && expectedAuth != null && !authorized(ex)) {
-      if (method.equals("GET") && Routes.isDashboard(path) && options.token() != null) {
+      if (method.equals("GET") && DashboardRoutes.isDashboard(path) && options.token() != null) {
         // a browser cannot send a bearer token with a page load: the page asks for it once; the sign-in page's own
         // style and script (no data in them) are all that is served without it
         return path.equals("/dashboard/login.js") || path.equals("/dashboard/app.css") ? routes.route(new Request(
-            method, path, Map.of(), ex, 0)) : Routes.loginPage();
+            method, path, Map.of(), ex, 0)) : DashboardRoutes.loginPage();
       }
       if (options.user() != null) {
         ex.getResponseHeaders().set("WWW-Authenticate", "Basic realm=\"queen\", charset=\"UTF-8\"");
@@ -283,146 +268,6 @@ public final class HttpSurface implements AutoCloseable {
       String v = eq < 0 ? "" : URLDecoder.decode(pair.substring(eq + 1), StandardCharsets.UTF_8);
       if (out.put(k, v) != null) {
         throw new HttpError(400, "invalid_request", "query parameter '" + k + "' is given twice");
-      }
-    }
-    return out;
-  }
-
-  // ------------------------------------------------------------------------------------- types the routes use
-
-  /** A failure the routes answer with as it is: status, code, sentence (never a payload or statement text). */
-  static final class HttpError extends RuntimeException {
-    final int status;
-    final String code;
-    final String field;
-
-    HttpError(int status, String code, String message) {
-      this(status, code, message, null);
-    }
-
-    HttpError(int status, String code, String message, String field) {
-      super(message, null, false, false);
-      this.status = status;
-      this.code = code;
-      this.field = field;
-    }
-  }
-
-  /** One request: method, raw path, decoded query, and the body read on demand within the bound. */
-  static final class Request {
-    final String method;
-    final String path;
-    final Map<String, String> query;
-    private final HttpExchange ex;
-    private final int maxBody;
-
-    Request(String method, String path, Map<String, String> query, HttpExchange ex, int maxBody) {
-      this.method = method;
-      this.path = path;
-      this.query = query;
-      this.ex = ex;
-      this.maxBody = maxBody;
-    }
-
-    /** Refuses query parameters other than {@code allowed}: a misspelt one would otherwise be ignored in silence. */
-    void allowQuery(String... allowed) {
-      List<String> ok = List.of(allowed);
-      for (String k : query.keySet()) {
-        if (!ok.contains(k)) {
-          throw new HttpError(400, "invalid_request", "unknown query parameter '" + k + "'; allowed: " + ok);
-        }
-      }
-    }
-
-    byte[] bytes() {
-      String length = ex.getRequestHeaders().getFirst("Content-Length");
-      if (length != null) {
-        long n;
-        try {
-          n = Long.parseLong(length.trim());
-        } catch (NumberFormatException e) {
-          throw new HttpError(400, "invalid_request", "Content-Length is not a number");
-        }
-        if (n > maxBody) {
-          throw new HttpError(413, "body_too_large", "the request body is " + n + " bytes; this node takes at most "
-              + maxBody + " (HttpOptions.maxBodyBytes)");
-        }
-      }
-      try (InputStream in = ex.getRequestBody()) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        byte[] buf = new byte[8192];
-        int r;
-        while ((r = in.read(buf)) >= 0) {
-          out.write(buf, 0, r);
-          if (out.size() > maxBody) {
-            throw new HttpError(413, "body_too_large", "the request body is over " + maxBody
-                + " bytes (HttpOptions.maxBodyBytes)");
-          }
-        }
-        return out.toByteArray();
-      } catch (IOException e) {
-        throw new HttpError(400, "invalid_request", "the request body could not be read");
-      }
-    }
-
-    /** The body as JSON: a JSON content type, well-formed, no duplicate keys. */
-    JsonNode json() {
-      String type = ex.getRequestHeaders().getFirst("Content-Type");
-      if (type == null || !type.toLowerCase(java.util.Locale.ROOT).startsWith("application/json")) {
-        throw new HttpError(415, "unsupported_media_type", "send the body as Content-Type: application/json");
-      }
-      byte[] b = bytes();
-      if (b.length == 0) {
-        throw new HttpError(400, "invalid_json", "the request body is empty; a JSON document is expected");
-      }
-      try {
-        return JSON.readTree(b);
-      } catch (JsonProcessingException e) {
-        // Jackson's message may quote the body: only the position goes out
-        String where = e.getLocation() == null ? "" : " at line " + e.getLocation().getLineNr() + ", column "
-            + e.getLocation().getColumnNr();
-        throw new HttpError(400, "invalid_json", "the request body is not valid JSON" + where
-            + (e.getMessage() != null && e.getMessage().startsWith("Duplicate field") ? " (a key is given twice)" : ""));
-      } catch (IOException e) {
-        throw new HttpError(400, "invalid_json", "the request body is not valid JSON");
-      }
-    }
-
-    /** The body as a JSON object whose keys are all in {@code allowed}. */
-    ObjectNode object(String... allowed) {
-      JsonNode n = json();
-      return Routes.fields(n, "(body)", allowed);
-    }
-  }
-
-  /** An answer: a status, and a JSON tree, a page or nothing. */
-  record Reply(int status, String contentType, byte[] body) {
-    static Reply json(int status, JsonNode node) {
-      try {
-        return new Reply(status, "application/json; charset=utf-8", Views.OUT.writeValueAsBytes(node));
-      } catch (JsonProcessingException e) {
-        throw new IllegalStateException("JSON answer could not be written", e);
-      }
-    }
-
-    static Reply ok(JsonNode node) {
-      return json(200, node);
-    }
-
-    static Reply error(int status, String code, String message, String field) {
-      ObjectNode n = Views.OUT.createObjectNode().put("error", message).put("code", code);
-      if (field != null) {
-        n.put("field", field);
-      }
-      return json(status, n);
-    }
-  }
-
-  static List<String> segments(String rawPath) {
-    List<String> out = new ArrayList<>();
-    for (String s : rawPath.split("/")) {
-      if (!s.isEmpty()) {
-        out.add(URLDecoder.decode(s.replace("+", "%2B"), StandardCharsets.UTF_8));
       }
     }
     return out;

@@ -5,7 +5,7 @@ import io.queen.KvEntry;
 import io.queen.KvOptions;
 import io.queen.KvPage;
 import io.queen.KvWriteResult;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import java.util.Collection;
 import java.util.List;
 import java.util.Objects;

@@ -9,7 +9,7 @@ import io.queen.KvPage;
 import io.queen.KvReason;
 import io.queen.KvWriteResult;
 import io.queen.Names;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.JsonCodec;
 import java.nio.charset.StandardCharsets;

@@ -1,6 +1,6 @@
 package io.queen.embedded.internal.kv;
 
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

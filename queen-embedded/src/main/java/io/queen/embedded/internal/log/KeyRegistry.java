@@ -1,7 +1,7 @@
 package io.queen.embedded.internal.log;
 
 import io.queen.EncryptionException;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

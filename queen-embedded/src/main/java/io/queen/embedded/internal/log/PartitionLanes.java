@@ -43,11 +43,11 @@ final class PartitionLanes {
 
   /** A call waiting for its items to be pushed: its outcome is a result list, an exception, or {@link #ALONE}. */
   private static final class Call {
-    final Broker.Prepared prepared;
+    final PushBatch prepared;
     /** Set by the thread that pushed the call (a waiter may look before that thread takes the lane's lock). */
     volatile Object outcome;
 
-    Call(Broker.Prepared prepared) {
+    Call(PushBatch prepared) {
       this.prepared = prepared;
     }
   }
@@ -67,8 +67,8 @@ final class PartitionLanes {
    *     stored nothing, when the batch would need the full push
    * @param alone pushes one call's items the usual way
    */
-  List<PushResult> push(Broker.Prepared p, Function<Broker.Prepared, List<PushResult>> combined,
-      Function<Broker.Prepared, List<PushResult>> alone) {
+  List<PushResult> push(PushBatch p, Function<PushBatch, List<PushResult>> combined,
+      Function<PushBatch, List<PushResult>> alone) {
     String key = p.queues()[0] + '\u0000' + p.partitions()[0];
     Lane lane = lanes.computeIfAbsent(key, k -> new Lane());
     Call me = new Call(p);
@@ -123,8 +123,8 @@ final class PartitionLanes {
     return outcome(me, alone);
   }
 
-  private void run(List<Call> round, Function<Broker.Prepared, List<PushResult>> combined,
-      Function<Broker.Prepared, List<PushResult>> alone) {
+  private void run(List<Call> round, Function<PushBatch, List<PushResult>> combined,
+      Function<PushBatch, List<PushResult>> alone) {
     if (round.size() == 1) {
       Call c = round.get(0);
       try {
@@ -134,13 +134,13 @@ final class PartitionLanes {
       }
       return;
     }
-    List<Broker.Prepared> parts = new ArrayList<>(round.size());
+    List<PushBatch> parts = new ArrayList<>(round.size());
     for (Call c : round) {
       parts.add(c.prepared);
     }
     List<PushResult> all;
     try {
-      all = combined.apply(Broker.Prepared.concat(parts));
+      all = combined.apply(PushBatch.concat(parts));
     } catch (PushOutcomeUnknownException e) {
       for (Call c : round) {
         c.outcome = new PushOutcomeUnknownException(e, c.prepared.itemsWithIds());
@@ -182,7 +182,7 @@ final class PartitionLanes {
   }
 
   @SuppressWarnings("unchecked")
-  private static List<PushResult> outcome(Call me, Function<Broker.Prepared, List<PushResult>> alone) {
+  private static List<PushResult> outcome(Call me, Function<PushBatch, List<PushResult>> alone) {
     if (me.outcome == ALONE) {
       return alone.apply(me.prepared);
     }

@@ -1,6 +1,6 @@
 package io.queen.embedded.internal.log;
 
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;

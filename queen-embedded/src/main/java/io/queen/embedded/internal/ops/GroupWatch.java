@@ -1,7 +1,7 @@
 package io.queen.embedded.internal.ops;
 
-import io.queen.embedded.internal.Sql;
-import io.queen.embedded.internal.log.Broker;
+import io.queen.embedded.internal.db.Sql;
+import io.queen.embedded.internal.log.QueueCatalogue;
 import io.queen.embedded.internal.log.Metrics;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -44,14 +44,14 @@ public final class GroupWatch implements Runnable {
   private Set<String> missingBefore = Set.of();
   /** The queues that had messages waiting for a key at the previous pass. */
   private Set<String> waitingSeen = Set.of();
-  private final Broker broker;
+  private final QueueCatalogue catalogue;
   private final String queuesSql;
   private boolean failing;
 
   public GroupWatch(String node, DataSource ds, String quotedSchema, StatusReader reader, Metrics metrics,
-      Broker broker) {
+      QueueCatalogue catalogue) {
     this.node = node;
-    this.broker = broker;
+    this.catalogue = catalogue;
     this.queuesSql = "select coalesce(array_agg(name), '{}') from " + quotedSchema + ".queues";
     this.ds = ds;
     this.reader = reader;
@@ -87,7 +87,7 @@ public final class GroupWatch implements Runnable {
       for (String key : groupsSeen) {
         if (!seen.contains(key)) {
           int cut = key.indexOf('\u0000');
-          broker.forgetGroup(key.substring(0, cut), key.substring(cut + 1)); // its gauges, counters, pop position
+          catalogue.forgetGroup(key.substring(0, cut), key.substring(cut + 1)); // its gauges, counters, pop position
         }
       }
       groupsSeen = seen;
@@ -153,7 +153,7 @@ public final class GroupWatch implements Runnable {
 
   /** Forgets the queues this node holds something of that two passes in a row found missing. */
   private void forgetQueuesDeletedElsewhere() {
-    Set<String> held = broker.queuesHeld(); // before the read: a queue made after it is held, and seen, next pass
+    Set<String> held = catalogue.queuesHeld(); // before the read: a queue made after it is held, and seen, next pass
     if (held.isEmpty() && missingBefore.isEmpty()) {
       return;
     }
@@ -169,7 +169,7 @@ public final class GroupWatch implements Runnable {
         continue;
       }
       if (missingBefore.contains(q)) {
-        broker.forgetDeletedElsewhere(q);
+        catalogue.forgetDeletedElsewhere(q);
         LOG.debug("{} - forgot queue '{}': it no longer exists (deleted by another node)", node, q);
       } else {
         missing.add(q);

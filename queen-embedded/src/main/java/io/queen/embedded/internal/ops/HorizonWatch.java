@@ -1,6 +1,6 @@
 package io.queen.embedded.internal.ops;
 
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Metrics;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

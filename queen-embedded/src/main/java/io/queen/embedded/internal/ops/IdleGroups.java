@@ -1,7 +1,7 @@
 package io.queen.embedded.internal.ops;
 
 import io.queen.Queen;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Broker;
 import io.queen.embedded.internal.log.GroupActivity;
 import java.sql.PreparedStatement;
@@ -93,7 +93,7 @@ public final class IdleGroups {
     });
     int removed = 0;
     for (String[] g : idle) {
-      if (broker.expireGroup(g[0], g[1], expiryMillis)) {
+      if (broker.catalogue().expireGroup(g[0], g[1], expiryMillis)) {
         removed++;
         broker.metrics().groupExpired(g[0]);
         LOG.info("{} - removed group '{}' of queue '{}': no pop, ack or seek for {} (groupIdleExpiry {}); retention"

@@ -2,7 +2,7 @@ package io.queen.embedded.internal.ops;
 
 import io.queen.NodeIdInUseException;
 import io.queen.Queen;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Wakeups;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

@@ -1,7 +1,7 @@
 package io.queen.embedded.internal.ops;
 
 import io.queen.RetentionRun;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.log.Metrics;
 import java.sql.Array;
 import java.sql.PreparedStatement;

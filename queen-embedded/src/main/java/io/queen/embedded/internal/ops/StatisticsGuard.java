@@ -1,7 +1,7 @@
 package io.queen.embedded.internal.ops;
 
 import io.queen.QueenDatabaseException;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;

@@ -2,8 +2,8 @@ package io.queen.embedded.internal.ops;
 
 import io.queen.QueueConfig;
 import io.queen.Status;
-import io.queen.embedded.internal.Sql;
-import io.queen.embedded.internal.log.Broker;
+import io.queen.embedded.internal.db.Sql;
+import io.queen.embedded.internal.log.QueueCatalogue;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -194,7 +194,7 @@ public final class StatusReader {
         + " order by q.name");
         ResultSet rs = st.executeQuery()) {
       while (rs.next()) {
-        QueueConfig cfg = Broker.readConfig(rs, 3, 22);
+        QueueConfig cfg = QueueCatalogue.readConfig(rs, 3, 22);
         Status.RetentionStatus retention = null;
         Timestamp checked = rs.getTimestamp(21);
         if (checked != null && (!cfg.retention().isZero() || !cfg.completedRetention().isZero())) {

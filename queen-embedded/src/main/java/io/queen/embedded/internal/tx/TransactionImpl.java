@@ -12,7 +12,7 @@ import io.queen.PushItem;
 import io.queen.PushResult;
 import io.queen.PushStatus;
 import io.queen.Transaction;
-import io.queen.embedded.internal.Sql;
+import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.kv.KvStore;
 import io.queen.embedded.internal.kv.KvWrite;
 import io.queen.embedded.internal.log.Broker;
@@ -133,7 +133,7 @@ public final class TransactionImpl implements Transaction {
     open();
     Objects.requireNonNull(queue, "queue must not be null");
     PushItem item = PushItem.to(queue, partition, payload);
-    return add(new PushOp(item, broker.payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
+    return add(new PushOp(item, broker.pushes().payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
   }
 
   @Override
@@ -143,7 +143,7 @@ public final class TransactionImpl implements Transaction {
     if (item.queue() == null) {
       throw new IllegalArgumentException("a pushed item in a transaction must name its queue: use PushItem.to(queue, partition, payload)");
     }
-    return add(new PushOp(item, broker.payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
+    return add(new PushOp(item, broker.pushes().payloadJson(item.payload(), "operations[" + ops.size() + "].payload")));
   }
 
   @Override
@@ -357,7 +357,7 @@ public final class TransactionImpl implements Transaction {
       throw Sql.translate("transaction", e);
     }
     if (!run.partitions.isEmpty()) {
-      broker.wakeLocal(run.partitions.keySet()); // the other nodes had the NOTIFY with the commit
+      broker.pushes().wakeLocal(run.partitions.keySet()); // the other nodes had the NOTIFY with the commit
     }
     broker.metrics().pushed(run.pushes);
     reportAcks(run.acks);
@@ -440,7 +440,7 @@ public final class TransactionImpl implements Transaction {
         // one snapshot for the whole transaction: a push could miss an acknowledgement that committed while it waited
         // for its partition and leave its message undelivered (ReadCommitted explains it)
         throw new IllegalStateException("commit(Connection) needs the caller's transaction at READ COMMITTED, and it is"
-            + " at " + io.queen.embedded.internal.ReadCommitted.name(level) + ": Queen's statements read one snapshot"
+            + " at " + io.queen.embedded.internal.db.ReadCommitted.name(level) + ": Queen's statements read one snapshot"
             + " for the whole of such a transaction and could leave a pushed message undelivered. Nothing was done; run"
             + " this transaction at READ COMMITTED (Spring: @Transactional(isolation = Isolation.READ_COMMITTED)), or"
             + " use commit()");
@@ -473,7 +473,7 @@ public final class TransactionImpl implements Transaction {
       throw e;
     }
     if (run.failure == null && !run.partitions.isEmpty()) {
-      broker.wakeLocal(run.partitions.keySet()); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
+      broker.pushes().wakeLocal(run.partitions.keySet()); // the caller has not committed yet: the NOTIFY inside it is the real wake-up
     }
     if (run.failure == null) {
       HandlerAcks.committed(ackedMessages()); // a consume loop's handler that acked its message itself: not again
@@ -646,7 +646,7 @@ public final class TransactionImpl implements Transaction {
           payloads.add(p.payloadJson());
           end++;
         }
-        for (PushResult r : broker.push(c, items, payloads, notifyInTransaction)) {
+        for (PushResult r : broker.pushes().push(c, items, payloads, notifyInTransaction)) {
           run.pushes.add(new PushResult(run.pushes.size(), r.queue(), r.partition(), r.status(), r.messageId(), r.offset(),
               r.transactionId()));
           if (r.status() == PushStatus.QUEUED) {

@@ -41,7 +41,7 @@ class PushReceiptsJanitorTest {
       List<UUID> old = new ArrayList<>();
       try (Connection c = pool.getConnection();
           PreparedStatement st = c.prepareStatement("insert into " + S + ".push_receipts values (?, 1, 0)")) {
-        for (int i = 0; i < Broker.RECEIPT_CHUNK + 5; i++) { // more than one chunk
+        for (int i = 0; i < PushReceipts.RECEIPT_CHUNK + 5; i++) { // more than one chunk
           UUID id = new UUID(((now - DAY - 60_000 - i) << 16) | 0x7000L, 0x8000000000000000L);
           old.add(id);
           st.setObject(1, id);
@@ -51,12 +51,12 @@ class PushReceiptsJanitorTest {
         st.addBatch();
         st.executeBatch();
       }
-      assertThat(count(pool)).isEqualTo(Broker.RECEIPT_CHUNK + 5 + 2);
+      assertThat(count(pool)).isEqualTo(PushReceipts.RECEIPT_CHUNK + 5 + 2);
 
-      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100))
-          .isEqualTo(Broker.RECEIPT_CHUNK + 5);
+      assertThat(PushReceipts.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100))
+          .isEqualTo(PushReceipts.RECEIPT_CHUNK + 5);
       assertThat(count(pool)).as("the push's receipt and the one a minute short of the retention").isEqualTo(2);
-      assertThat(Broker.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100))
+      assertThat(PushReceipts.forgetOldReceipts(pool, "\"" + S + "\"", EmbeddedQueen.DEFAULT_PUSH_RECEIPT_RETENTION, 100))
           .isZero();
     }
   }
@@ -117,20 +117,20 @@ class PushReceiptsJanitorTest {
 
   @Test
   void theIdsOfOnePartitionInOnePushAreOneRun() {
-    UUID first = Broker.timeOrderedUuid();
-    assertThat(Broker.rank(first)).isZero();
+    UUID first = MessageIds.timeOrderedUuid();
+    assertThat(MessageIds.rank(first)).isZero();
     assertThat(first.version()).isEqualTo(7);
     assertThat(first.variant()).isEqualTo(2);
     UUID fifth = new UUID(first.getMostSignificantBits(), first.getLeastSignificantBits() + 4);
-    assertThat(Broker.anchor(fifth)).isEqualTo(first);
-    assertThat(Broker.rank(fifth)).isEqualTo(4);
-    assertThat(Broker.generatedForm(fifth.toString())).isEqualTo(fifth);
-    assertThat(Broker.generatedForm(fifth.toString().toUpperCase())).isNull();
-    assertThat(Broker.generatedForm("t-1")).isNull();
-    assertThat(Broker.generatedForm(UUID.randomUUID().toString())).isNull(); // version 4
-    UUID next = Broker.timeOrderedUuid();
+    assertThat(MessageIds.anchor(fifth)).isEqualTo(first);
+    assertThat(MessageIds.rank(fifth)).isEqualTo(4);
+    assertThat(MessageIds.generatedForm(fifth.toString())).isEqualTo(fifth);
+    assertThat(MessageIds.generatedForm(fifth.toString().toUpperCase())).isNull();
+    assertThat(MessageIds.generatedForm("t-1")).isNull();
+    assertThat(MessageIds.generatedForm(UUID.randomUUID().toString())).isNull(); // version 4
+    UUID next = MessageIds.timeOrderedUuid();
     assertThat(next.toString()).isGreaterThan(new UUID(first.getMostSignificantBits(),
-        first.getLeastSignificantBits() | ((1L << Broker.RANK_BITS) - 1)).toString());
+        first.getLeastSignificantBits() | ((1L << MessageIds.RANK_BITS) - 1)).toString());
   }
 
   /** Receipts of runs made {@code ageMinutes} ago (one each), as a push would have written them. */

@@ -37,7 +37,7 @@ class DeletedNamesTest {
       QueenImpl node = (QueenImpl) queen;
       GroupWatch watch = Watches.groups(queen);
       queen.queue("steady").push(Map.of("i", 0)); // a queue that stays, for comparison
-      Map<String, Integer> before = node.broker().namesHeld();
+      Map<String, Integer> before = node.broker().catalogue().namesHeld();
       for (int i = 0; i < 12; i++) {
         String q = "tmp-" + i;
         queen.queue(q).configure(c -> c.retention(Duration.ofHours(1)));
@@ -57,13 +57,13 @@ class DeletedNamesTest {
         queen.queue(q).delete();
         assertThat(tagged(registry, q)).as("meters of deleted queue %s", q).isEmpty();
       }
-      assertThat(node.broker().namesHeld()).isEqualTo(before);
+      assertThat(node.broker().catalogue().namesHeld()).isEqualTo(before);
       // pops of queues that do not exist (a typo, names made up per request) keep no wake-up signal either; their
       // options views expire after 5 s and are pruned once there are 1,024
       for (int i = 0; i < 20; i++) {
         assertThat(queen.queue("never-" + i).consumer().pop()).isEmpty();
       }
-      assertThat(node.broker().namesHeld().get("signals")).isEqualTo(before.get("signals"));
+      assertThat(node.broker().catalogue().namesHeld().get("signals")).isEqualTo(before.get("signals"));
       // the queue that stays still counts, and a deleted name used again starts afresh
       queen.queue("tmp-0").push(Map.of("again", true));
       assertThat(registry.get("queen.messages.pushed").tag("queue", "tmp-0").counter().count()).isEqualTo(1.0);
@@ -85,7 +85,7 @@ class DeletedNamesTest {
       GroupWatch watch = Watches.groups(other);
       other.queue("steady").push(Map.of("i", 0));
       watch.run();
-      Map<String, Integer> before = node.broker().namesHeld();
+      Map<String, Integer> before = node.broker().catalogue().namesHeld();
       for (int i = 0; i < 5; i++) {
         String q = "gone-" + i;
         other.queue(q).partition("p").push(Map.of("i", i));
@@ -111,7 +111,7 @@ class DeletedNamesTest {
       for (int i = 0; i < 5; i++) {
         assertThat(tagged(registry, "gone-" + i)).as("meters of queue gone-%d deleted elsewhere", i).isEmpty();
       }
-      assertThat(node.broker().namesHeld()).isEqualTo(before);
+      assertThat(node.broker().catalogue().namesHeld()).isEqualTo(before);
       assertThat(tagged(registry, "steady")).as("the queue that stays keeps its meters").isNotEmpty();
       assertThat(registry.get("queen.messages.pushed").tag("queue", "steady").counter().count()).isEqualTo(1.0);
     }

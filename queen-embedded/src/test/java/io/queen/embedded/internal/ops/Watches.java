@@ -21,7 +21,7 @@ final class Watches {
     QueenImpl node = (QueenImpl) queen;
     String schema = node.broker().schema();
     return new GroupWatch(node.nodeId(), node.dataSource(), schema, new StatusReader(node.dataSource(), schema, node.broker().cipher().ids()),
-        node.metrics(), node.broker());
+        node.metrics(), node.broker().catalogue());
   }
 
   static HorizonWatch horizon(Queen queen) {

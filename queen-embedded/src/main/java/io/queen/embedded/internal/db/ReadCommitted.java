@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.db;
 
 import java.io.PrintWriter;
 import java.sql.Connection;
@@ -33,7 +33,7 @@ public final class ReadCommitted implements DataSource {
    * {@code ds} itself when its connections default to READ COMMITTED (or READ UNCOMMITTED, which PostgreSQL runs as
    * READ COMMITTED), else a wrapper that sets it on each borrow.
    */
-  static DataSource ensure(DataSource ds, String node) {
+  public static DataSource ensure(DataSource ds, String node) {
     int level;
     try (Connection c = ds.getConnection()) {
       level = c.getTransactionIsolation();

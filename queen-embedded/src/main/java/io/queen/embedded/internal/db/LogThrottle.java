@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.db;
 
 import java.util.HashMap;
 import java.util.Map;

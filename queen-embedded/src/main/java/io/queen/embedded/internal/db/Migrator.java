@@ -1,4 +1,4 @@
-package io.queen.embedded.internal;
+package io.queen.embedded.internal.db;
 
 import io.queen.embedded.spi.SchemaModule;
 import java.io.IOException;
