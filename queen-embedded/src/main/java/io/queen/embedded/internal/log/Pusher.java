@@ -41,7 +41,8 @@ public final class Pusher {
   static final String QUEUE_FULL = "QU001";
   /** SQLState raised by {@code push} and {@code push_fast} for a plain payload to an encrypted queue. */
   static final String PLAIN_TO_ENCRYPTED = "QU002";
-  private static final Logger LOG = LoggerFactory.getLogger(Pusher.class);
+  /** Logs under Broker's logger, the one an operator knows and configures for all of it. */
+  private static final Logger LOG = LoggerFactory.getLogger(Broker.class);
 
   private final DataSource ds;
   private final JsonCodec codec;

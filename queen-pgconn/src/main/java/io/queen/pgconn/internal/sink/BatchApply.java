@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
  * sink's worker threads, each with its own connection.
  */
 final class BatchApply {
-  private static final Logger LOG = LoggerFactory.getLogger(BatchApply.class);
+  /** Logs under Sink's logger, the one an operator knows and configures for all of it. */
+  private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
   /**
    * A statement over a run of messages that PostgreSQL refused with a data error, and {@code message}, the run's only
    * message when it held one: that refusal is the message's try in this delivery, and it is not run again on its own.

@@ -29,7 +29,8 @@ import org.slf4j.LoggerFactory;
  * cached per column shape of the table's shape in use. Safe for the sink's worker threads.
  */
 final class RowStatements {
-  private static final Logger LOG = LoggerFactory.getLogger(RowStatements.class);
+  /** Logs under Sink's logger, the one an operator knows and configures for all of it. */
+  private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
 
   /** A message the mode cannot read: a data error, like a row PostgreSQL refused. */
   static final class DataError extends Exception {

@@ -29,7 +29,8 @@ import org.slf4j.LoggerFactory;
  * snapshot opens the next window only after this HW came back through the stream.
  */
 final class ChunkReader {
-  private static final Logger LOG = LoggerFactory.getLogger(ChunkReader.class);
+  /** Logs under ChunkedSnapshot's logger, the one an operator knows and configures for all of it. */
+  private static final Logger LOG = LoggerFactory.getLogger(ChunkedSnapshot.class);
 
   /** On the chunk thread, before a chunk's rows are read (the events' {@link ChunkEvents#prepare}). */
   @FunctionalInterface

@@ -18,7 +18,8 @@ import org.slf4j.LoggerFactory;
  * tables a put adds to its publication, the drop of its slot and publication at a delete, and a resync request.
  */
 public final class SourceAdmin {
-  private static final Logger LOG = LoggerFactory.getLogger(SourceAdmin.class);
+  /** Logs under Source's logger, the one an operator knows and configures for all of it. */
+  private static final Logger LOG = LoggerFactory.getLogger(Source.class);
 
   private SourceAdmin() {}
 

@@ -28,7 +28,8 @@ import org.slf4j.LoggerFactory;
  * snapshot ({@link SnapshotHook#onChange}) while it copies.
  */
 final class StreamEvents {
-  private static final Logger LOG = LoggerFactory.getLogger(StreamEvents.class);
+  /** Logs under Stream's logger, the one an operator knows and configures for all of it. */
+  private static final Logger LOG = LoggerFactory.getLogger(Stream.class);
 
   /** Where a change stands: its transaction's commit LSN, xid and commit time, and the source's epoch. */
   record Commit(long lsn, long xid, long micros, String epoch) {}

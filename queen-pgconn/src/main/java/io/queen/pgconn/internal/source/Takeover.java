@@ -18,7 +18,8 @@ import org.slf4j.LoggerFactory;
  * holds the slot after a lease TTL. Owner thread only.
  */
 final class Takeover {
-  private static final Logger LOG = LoggerFactory.getLogger(Takeover.class);
+  /** Logs under Source's logger, the one an operator knows and configures for all of it. */
+  private static final Logger LOG = LoggerFactory.getLogger(Source.class);
 
   private final ConnectorHost host;
   private final SourceSpec spec;
