@@ -62,9 +62,9 @@ public interface QueueClient {
   void delete();
 
   /**
-   * The queue's partitions in name order (the order of the partitions' index, the database's collation), {@code limit} (1..1000) of them after {@code after} (null:
-   * from the first), each with its offsets and every group's cursor and lease: what an operator looks at when one
-   * partition is stuck. Keyset paging: pass the last name of a page as the next {@code after}. An unknown queue has
+   * The queue's partitions in name order (the order of the partitions' index, the database's collation),
+   * {@code limit} (1..1000) of them after {@code after} (null: from the first), each with its offsets and every group's
+   * cursor and lease: what an operator looks at when one partition is stuck. Keyset paging: pass the last name of a page as the next {@code after}. An unknown queue has
    * none.
    */
   java.util.List<Status.PartitionStatus> partitions(String after, int limit);
