@@ -25,6 +25,9 @@ import javax.sql.DataSource;
  * live node holds), and starts the node's daemon threads: the heartbeat (a connection of its own), one
  * LISTEN connection for wake-ups, and the janitor. Consumer threads start only with {@code consume(...)}: a process that
  * only pushes runs none.
+ *
+ * <p>(Over 600 lines on purpose: the builder is the one place a user reads every option, its default, its range and
+ * the error it gives; each option's javadoc and its check stay side by side.)
  */
 public final class EmbeddedQueen {
   /** Default schema: {@value}. */

@@ -68,11 +68,6 @@ final class Hints {
     }
   }
 
-  /** Asks for a scan on the next pop. */
-  synchronized void scan() {
-    scanDue = true;
-  }
-
   /**
    * The names for the next pop, or null when it should scan, or an empty array when there is nothing to pop until a
    * wake-up or the poll interval. {@code partitions}: the most partitions the pop may take. A pop looks every name up,
