@@ -323,35 +323,6 @@ class PushOffsetsTest {
     }
   }
 
-  /**
-   * The schema keeps the previous version's push functions (jsonb[] payloads, fewer arguments), so a node of that version still
-   * pushes while the cluster is upgraded; its messages keep their transaction ids in the index.
-   */
-  @Test
-  void aNodeOfThePreviousVersionStillPushes() throws SQLException {
-    queen.queue("old-node").partition("a").push(Map.of("n", 0));
-    try (Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement()) {
-      try (ResultSet r = st.executeQuery("select partition_id, first_offset from queen.push_partition('old-node', 'a',"
-          + " array[gen_random_uuid(), gen_random_uuid()], array['{\"n\": 1}'::jsonb, '{\"n\": 2}'::jsonb],"
-          + " array[null::text, null], array['old-1', 'old-2'], null, null, null)")) {
-        r.next();
-        assertThat(r.getLong(2)).isEqualTo(1L);
-      }
-      try (ResultSet r = st.executeQuery("select count(*) from queen.push_fast(array['old-node'], array['a'], array[1, 1],"
-          + " array[0, 1], array[gen_random_uuid(), gen_random_uuid()], array['{}'::jsonb, '{}'::jsonb],"
-          + " array[null::text, null], array['old-3', 'old-4'], null, null, null)")) {
-        r.next();
-        assertThat(r.getLong(1)).isEqualTo(1L);
-      }
-      try (ResultSet r = st.executeQuery("select status from queen.push(array['old-node'], array['a'],"
-          + " array['{}'::jsonb], array['old-1'], array[null::text])")) {
-        r.next();
-        assertThat(r.getString(1)).isEqualTo("duplicate");
-      }
-    }
-    assertThat(nextOffset("old-node", "a")).isEqualTo(5);
-  }
-
   /** One push_partition call of one plain (or, with a key id, sealed) message; its first offset, or null. */
   private Long pushPartition(String q, String p, String keyId) throws SQLException {
     try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement("select partition_id, first_offset"

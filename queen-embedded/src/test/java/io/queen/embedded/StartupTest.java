@@ -75,7 +75,7 @@ class StartupTest {
         }
         config.put(rs.getString(1), rs.getString(3));
       }
-      for (String f : List.of("push", "refresh_pending", "retention_step", "kv_put", "kv_incr", "kv_delete", "kv_write_many", "bundle_kv_ack",
+      for (String f : List.of("push", "refresh_pending", "retention_step", "kv_put", "kv_incr", "kv_delete", "kv_write_many", "bundle_kv_ack_fenced",
           "shrink_lease")) {
         assertThat(config.get(f)).as(f).isEqualTo("enable_seqscan=off," + noJit);
       }

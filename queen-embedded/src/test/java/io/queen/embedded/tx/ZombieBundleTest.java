@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Timeout;
  * finishes the message: when it goes on, its bundle's ack answers ALREADY_ACKED, and a bundle that pushes or writes
  * then applies nothing ({@code CommitResult.Reason.ALREADY_ACKED}), so the effect is never made twice. Under the
  * consumer's own live lease an ALREADY_ACKED (a message it acknowledged on its own before) stays a success. Through each
- * way a bundle reaches the database: the general path (a push), the KV-then-ack call ({@code bundle_kv_ack}), the
+ * way a bundle reaches the database: the general path (a push), the KV-then-ack call ({@code bundle_kv_ack_fenced}), the
  * marker statement, and the consume loop. A bundle of acks alone, and a bundle that acks its own message twice, still
  * commit.
  */

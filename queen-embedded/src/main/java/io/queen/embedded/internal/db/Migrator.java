@@ -65,7 +65,7 @@ public final class Migrator {
           "push.sql", "push_fast.sql", "push_partition.sql", "pop.sql", "ack.sql", "renew.sql", "release.sql",
           "shrink_lease.sql", "seek.sql", "retention_step.sql",
           "kv_check.sql", "kv_value.sql", "kv_expiry.sql", "kv_put.sql", "kv_put_if_absent.sql", "kv_incr.sql",
-          "kv_delete.sql", "kv_sweep.sql", "kv_write_many.sql", "bundle_lease_lost.sql", "bundle_kv_ack.sql",
+          "kv_delete.sql", "kv_sweep.sql", "kv_write_many.sql", "bundle_lease_lost.sql",
           "bundle_kv_ack_fenced.sql"));
 
   private Migrator() {}

@@ -307,7 +307,7 @@ public final class KvStore {
 
   /**
    * The marker path's statement. The KV insert runs first (the lateral reference to its count makes the ack wait for
-   * it), in the same order as {@code bundle_kv_ack}: writes, then acks. The first row carries the statement's
+   * it), in the same order as {@code bundle_kv_ack_fenced}: writes, then acks. The first row carries the statement's
    * {@code now()} and, with {@code storedValues}, the markers as stored: jsonb may store a value differently from its
    * text ({@code 1.0E7} as {@code 10000000}); {@code true}, once()'s value, it stores as is.
    */
@@ -409,7 +409,7 @@ public final class KvStore {
     }
   }
 
-  /** Binds the writes as the first ten array parameters of kv_write_many / bundle_kv_ack, in that order. */
+  /** Binds the writes as the first ten array parameters of kv_write_many / bundle_kv_ack_fenced, in that order. */
   private static void bindWrites(Connection c, PreparedStatement st, List<KvWrite> ws) throws SQLException {
     int n = ws.size();
     String[] ops = new String[n];
@@ -447,7 +447,7 @@ public final class KvStore {
     st.setArray(10, c.createArrayOf("boolean", required));
   }
 
-  /** One result row of kv_write_many / bundle_kv_ack, read from column {@code at} on (applied .. expires_at). */
+  /** One result row of kv_write_many / bundle_kv_ack_fenced, read from column {@code at} on (applied .. expires_at). */
   private KvWriteResult writeResult(KvWrite w, ResultSet rs, int at) throws SQLException {
     String reason = rs.getString(at + 1);
     boolean found = rs.getBoolean(at + 2);

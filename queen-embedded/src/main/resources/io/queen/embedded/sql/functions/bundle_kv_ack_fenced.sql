@@ -1,7 +1,11 @@
--- bundle_kv_ack, fenced for finished messages too: a bundle that acks a message another consumer finished after
--- taking the partition over (ALREADY_ACKED under a lease that no longer holds the partition) applies nothing, so a
--- consumer that stalled past its lease cannot commit its effects a second time. An ALREADY_ACKED under the caller's
--- own live lease, or one the same call released by completing the leased range, still succeeds.
+-- The idempotency shape of a bundle, KV writes then acks, in one call: the writes and acks are exactly kv_write_many
+-- and ack; when a required write does not apply, or an ack finds its lease lost, the block's work is undone (a
+-- subtransaction) and the results tell which: kind 'kv' rows carry the writes' results (ending at the failing one),
+-- kind 'ack' rows the acks' outcomes (absent when a write failed first), and 'fail' is 'kv' or 'lease' on every row
+-- when the bundle did not apply. Fenced for finished messages too: a bundle that acks a message another consumer
+-- finished after taking the partition over (ALREADY_ACKED under a lease that no longer holds the partition) applies
+-- nothing, so a consumer that stalled past its lease cannot commit its effects a second time. An ALREADY_ACKED under
+-- the caller's own live lease, or one the same call released by completing the leased range, still succeeds.
 
 create or replace function ${schema}.bundle_kv_ack_fenced(p_ops text[], p_ns text[], p_keys text[], p_values text[],
                                                           p_delta bigint[], p_ttl_ms bigint[], p_forever boolean[],
