@@ -90,18 +90,21 @@ class IsolationTest {
     ExecutorService ex = Executors.newFixedThreadPool(2);
     List<Queen> started = new ArrayList<>();
     try (HikariDataSource ds = pool(db, null)) { // the database's default applies
-      List<Future<Queen>> fs = new ArrayList<>();
-      for (int i = 0; i < 2; i++) {
-        String node = "ser-" + i;
-        fs.add(ex.submit(() -> EmbeddedQueen.builder().dataSource(ds).schema("fresh_schema").nodeId(node).start()));
+      try {
+        List<Future<Queen>> fs = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+          String node = "ser-" + i;
+          fs.add(ex.submit(() -> EmbeddedQueen.builder().dataSource(ds).schema("fresh_schema").nodeId(node).start()));
+        }
+        for (Future<Queen> f : fs) {
+          started.add(f.get(60, TimeUnit.SECONDS));
+        }
+        started.get(0).queue("x").push(Map.of("i", 1));
+        assertThat(started.get(1).queue("x").consumer().pop()).hasSize(1);
+      } finally {
+        started.forEach(Queen::close); // the nodes before the pool they use, as an application closes them
       }
-      for (Future<Queen> f : fs) {
-        started.add(f.get(60, TimeUnit.SECONDS));
-      }
-      started.get(0).queue("x").push(Map.of("i", 1));
-      assertThat(started.get(1).queue("x").consumer().pop()).hasSize(1);
     } finally {
-      started.forEach(Queen::close);
       ex.shutdownNow();
       try (Connection c = db.connection(); Statement st = c.createStatement()) {
         st.execute("alter database " + db.name() + " reset default_transaction_isolation");

@@ -163,7 +163,7 @@ class NewPartitionsPushTest {
           try (ResultSet rs = st.executeQuery("select count(*) filter (where status = 'duplicate') from newparts.push("
               + "(select array_agg('" + q + "'::text) from generate_series(1, 100)),"
               + " (select array_agg('p' || (g % 20)) from generate_series(1, 100) g),"
-              + " (select array_agg(jsonb_build_object('g', g)) from generate_series(1, 100) g),"
+              + " (select array_agg(jsonb_build_object('g', g)::text) from generate_series(1, 100) g),"
               + " (select array_agg(case when g <= 10 then 'new-' || g else 'call" + call + "-' || g end)"
               + "    from generate_series(1, 100) g),"
               + " (select array_agg(null::text) from generate_series(1, 100)))")) {
