@@ -13,9 +13,6 @@ import io.queen.testkit.HttpCalls.Answer;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
-import java.sql.Connection;
-import java.sql.ResultSet;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -65,18 +62,7 @@ class HttpSeedFlowsTest {
   }
 
   List<String> rows(String query) throws Exception {
-    List<String> out = new ArrayList<>();
-    try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(query)) {
-      int n = rs.getMetaData().getColumnCount();
-      while (rs.next()) {
-        List<String> cols = new ArrayList<>();
-        for (int i = 1; i <= n; i++) {
-          cols.add(rs.getString(i));
-        }
-        out.add(String.join(" | ", cols));
-      }
-    }
-    return out;
+    return new SourceFixture(db).rows(query);
   }
 
   List<JsonNode> pop(String url, int n) {

@@ -81,16 +81,19 @@ class DashboardBrowserTest {
           "document.querySelectorAll('#dl-table tr[data-dead-letter]').length").asInt() == 1);
       assertThat(page.eval("document.querySelector('#dl-table tr[data-dead-letter] .error-text').textContent")
           .asText()).isEqualTo("card declined: insufficient funds");
-      // traffic for the throughput sparklines: a few seconds of pushes at a changing rate, and a reader behind
-      for (int round = 0; round < 12; round++) {
+      // traffic for the throughput sparklines: pushes at a changing rate, one round per refresh of the page (each
+      // refresh adds a point), and a reader behind
+      for (int round = 0; round < 4; round++) {
         if (round == 1) {
           queen.queue("events").group("audit").subscription(io.queen.SubscriptionMode.ALL).batch(3).pop();
         }
-        for (int i = 0; i < 5 + (round % 4) * 6; i++) {
+        for (int i = 0; i < 5 + round * 12; i++) {
           queen.queue("events").partition("tenant-" + (i % 4)).push(Map.of("round", round, "i", i));
         }
         queen.queue("orders").partition("customer-" + (round % 3)).push(Map.of("order", 100 + round));
-        Thread.sleep(500);
+        String shown = page.eval("document.getElementById('updated').textContent").asText();
+        await().atMost(Duration.ofSeconds(20)).until(() -> !page.eval(
+            "document.getElementById('updated').textContent").asText().equals(shown));
       }
       byte[] png = page.screenshot();
       Files.createDirectories(Path.of("target"));
