@@ -17,7 +17,7 @@ import java.util.Optional;
  * }</pre>
  * It is validated completely before anything is stored: a bad one is an {@link InvalidConnectorException}
  * naming the field path, what was given and what is allowed, and nothing changes. Every node re-reads the
- * documents every few seconds (the builder's {@code connectorRefresh}, 5 s by default) and starts, stops
+ * documents every few seconds (queen-pgconn's {@code ConnectorOptions.refresh}, 5 s by default) and starts, stops
  * and reconfigures its workers to match, so a {@code put} on one node takes effect on all of them.
  *
  * <p>A document's {@code connection.password} is stored sealed (AES-256-GCM under the node's encryption

@@ -2,8 +2,15 @@ package io.queen.embedded;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.queen.Queen;
-import io.queen.embedded.internal.QueenConfig;
 import io.queen.embedded.internal.QueenImpl;
+import io.queen.embedded.internal.config.ConnectionConfig;
+import io.queen.embedded.internal.config.EncryptionConfig;
+import io.queen.embedded.internal.config.HousekeepingConfig;
+import io.queen.embedded.internal.config.MetricsConfig;
+import io.queen.embedded.internal.config.NodeConfig;
+import io.queen.embedded.internal.config.PayloadConfig;
+import io.queen.embedded.internal.config.QueenConfig;
+import io.queen.embedded.spi.ConnectorSettings;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -64,12 +71,6 @@ public final class EmbeddedQueen {
   /** Default {@link Builder#removeEmptyPartitionsAfter}: 24 h. */
   public static final Duration DEFAULT_REMOVE_EMPTY_PARTITIONS_AFTER = Duration.ofHours(24);
 
-  /** Default connector threads per node: {@value}. */
-  public static final int DEFAULT_CONNECTOR_THREADS = 2;
-  /** Default period at which every node re-reads the connector documents: 5 s. */
-  public static final Duration DEFAULT_CONNECTOR_REFRESH = Duration.ofSeconds(5);
-  /** Default TTL of a source's ownership lease: {@value #DEFAULT_SOURCE_LEASE_TTL_MS} ms. */
-  public static final long DEFAULT_SOURCE_LEASE_TTL_MS = 10_000;
   /** The environment variable read for the node's encryption key when the builder gives none. */
   public static final String ENCRYPTION_KEY_ENV = "QUEEN_ENCRYPTION_KEY";
   /** The environment variable with older keys (comma-separated 64 hex digits each) kept for reading after a rotation. */
@@ -121,16 +122,13 @@ public final class EmbeddedQueen {
     private Duration groupIdleExpiry = DEFAULT_GROUP_IDLE_EXPIRY;
     private String encryptionKey;
     private boolean encryptionKeySet;
-    private int connectorThreads = DEFAULT_CONNECTOR_THREADS;
-    private Duration connectorRefresh = DEFAULT_CONNECTOR_REFRESH;
-    private boolean runConnectors = true;
-    private Duration sourceLeaseTtl = Duration.ofMillis(DEFAULT_SOURCE_LEASE_TTL_MS);
     private Duration horizonWarnAfter = Duration.ofSeconds(60);
     private final io.queen.PayloadTypes.Builder payloadTypes = io.queen.PayloadTypes.builder();
     private final List<String> typeErrors = new java.util.ArrayList<>();
     private List<String> oldKeys;
     private boolean adoptEncryptionKey;
     private io.queen.embedded.http.HttpOptions http;
+    private ConnectorSettings connectors;
 
     private Builder() {}
 
@@ -201,34 +199,14 @@ public final class EmbeddedQueen {
       return this;
     }
 
-    /** Threads per node for connector work (1..64; default 2). */
-    public Builder connectorThreads(int threads) {
-      this.connectorThreads = threads;
-      return this;
-    }
-
-    /** How often this node re-reads the connector documents (100 ms .. 10 min; default 5 s). */
-    public Builder connectorRefresh(Duration period) {
-      this.connectorRefresh = Objects.requireNonNull(period, "connectorRefresh must not be null");
-      return this;
-    }
-
     /**
-     * Whether this node runs connector workers when queen-pgconn is on the classpath (default true). A node
-     * with {@code false} (a producer-only service, a test observer) still serves {@code Queen.connectors()}.
+     * The options of the connector module on the classpath: queen-pgconn's {@code io.queen.pgconn.ConnectorOptions}
+     * (its threads, how often it re-reads the connector documents, whether this node runs connectors, a source's
+     * lease). Checked with the other options; without them the module runs with its defaults. A node given options
+     * while no connector module is on the classpath, or options of another module, refuses to start.
      */
-    public Builder runConnectors(boolean run) {
-      this.runConnectors = run;
-      return this;
-    }
-
-    /**
-     * How long a Postgres source's ownership lease lives unless its owner renews it (1 s .. 10 min; default
-     * 10 s). The owner renews it every third of this; when an owner dies, another
-     * node takes the source over once it has run out. Give every node the same value.
-     */
-    public Builder sourceLeaseTtl(Duration ttl) {
-      this.sourceLeaseTtl = Objects.requireNonNull(ttl, "sourceLeaseTtl must not be null");
+    public Builder connectors(ConnectorSettings options) {
+      this.connectors = Objects.requireNonNull(options, "connectors must not be null");
       return this;
     }
 
@@ -471,14 +449,6 @@ public final class EmbeddedQueen {
     }
 
     /**
-     * Validates every option, migrates the schema and starts the node.
-     *
-     * @throws IllegalArgumentException an option is invalid (nothing was started)
-     * @throws io.queen.DatabaseLoginException PostgreSQL refused the login (either form)
-     * @throws io.queen.QueenDatabaseException the database could not be reached or failed
-     * @throws io.queen.NodeIdInUseException another live node holds this {@link #nodeId}
-     */
-    /**
      * Serve the HTTP surface and the operator's dashboard from this node (off unless given): see
      * {@link io.queen.embedded.http.HttpOptions}. The server runs on daemon threads of the node and closes with it.
      */
@@ -487,6 +457,15 @@ public final class EmbeddedQueen {
       return this;
     }
 
+    /**
+     * Validates every option, migrates the schema and starts the node.
+     *
+     * @throws IllegalArgumentException an option is invalid, or {@link #connectors} were given
+     *     that no connector module on the classpath reads (nothing was started)
+     * @throws io.queen.DatabaseLoginException PostgreSQL refused the login (either form)
+     * @throws io.queen.QueenDatabaseException the database could not be reached or failed
+     * @throws io.queen.NodeIdInUseException another live node holds this {@link #nodeId}
+     */
     public Queen start() {
       return QueenImpl.start(build());
     }
@@ -564,11 +543,9 @@ public final class EmbeddedQueen {
       if (adoptEncryptionKey && key == null && keyHex == null) {
         errors.add("adoptEncryptionKey needs an encryptionKey (the key to adopt)");
       }
-      if (connectorThreads < 1 || connectorThreads > 64) {
-        errors.add("connectorThreads must be 1..64, was " + connectorThreads);
+      if (connectors != null) {
+        errors.addAll(connectors.problems());
       }
-      between(errors, "connectorRefresh", connectorRefresh, Duration.ofMillis(100), Duration.ofMinutes(10));
-      between(errors, "sourceLeaseTtl", sourceLeaseTtl, Duration.ofSeconds(1), Duration.ofMinutes(10));
       if (!horizonWarnAfter.isZero() && (horizonWarnAfter.compareTo(Duration.ofSeconds(1)) < 0
           || horizonWarnAfter.compareTo(Duration.ofDays(1)) > 0)) {
         errors.add("horizonWarnAfter must be 0 (off) or between 1 s and 1 day, was " + human(horizonWarnAfter));
@@ -581,12 +558,15 @@ public final class EmbeddedQueen {
         throw new IllegalArgumentException((errors.size() == 1 ? "" : errors.size() + " invalid options: ")
             + String.join("; ", errors));
       }
-      return new QueenConfig(dataSource, jdbcUrl, user, password, poolSize, schema, node,
-          objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(), threadFactory,
-          pollInterval, closeGrace, listen, janitor, kvMaxReadBytes, meterRegistry, maxPayloadBytes, connectTimeout,
-          sessionTimeout, pushReceiptRetention, key, connectorThreads, connectorRefresh, runConnectors,
-          sourceLeaseTtl, payloadTypes.build(), List.copyOf(old), horizonWarnAfter, removeEmptyPartitionsAfter,
-          List.copyOf(meterTags), groupIdleExpiry, adoptEncryptionKey, http);
+      return new QueenConfig(
+          new ConnectionConfig(dataSource, jdbcUrl, user, password, poolSize, connectTimeout, schema),
+          new NodeConfig(node, threadFactory, sessionTimeout, closeGrace, pollInterval, listen),
+          new PayloadConfig(objectMapper != null ? objectMapper : new ObjectMapper().findAndRegisterModules(),
+              maxPayloadBytes, kvMaxReadBytes, payloadTypes.build()),
+          new EncryptionConfig(key, old, adoptEncryptionKey), new MetricsConfig(meterRegistry, meterTags),
+          new HousekeepingConfig(janitor, pushReceiptRetention, removeEmptyPartitionsAfter, groupIdleExpiry,
+              horizonWarnAfter),
+          http, connectors);
     }
 
     /** Queen's own tag keys: a common tag may not take one of them. */

@@ -70,7 +70,7 @@ class ClusterKeysTest {
 
   private EmbeddedQueen.Builder builder(String id, String key, String... oldKeys) {
     EmbeddedQueen.Builder b = EmbeddedQueen.builder().dataSource(ds).nodeId(id).encryptionKey(key).listen(false)
-        .janitor(false).runConnectors(false);
+        .janitor(false);
     if (oldKeys.length > 0) {
       b.oldEncryptionKeys(oldKeys);
     }

@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.queen.Queen;
 import io.queen.testkit.QueenPostgres;
-import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
@@ -33,16 +32,45 @@ class ConnectorSpiTest {
         .hasMessageContaining("encryptionKey must be 64 hex digits").hasMessageContaining("was 18 character(s)")
         .hasMessageNotContaining(bad);
     assertThat(EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").encryptionKey("ab".repeat(32)).build()
-        .encryptionKey()).hasSize(32);
+        .encryption().key()).hasSize(32);
     assertThat(EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").encryptionKey("ab".repeat(32)).build()
         .toString()).doesNotContain("abab");
   }
 
   @Test
-  void connectorOptionsAreRangeChecked() {
-    assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").connectorThreads(0)
-        .connectorRefresh(Duration.ofMillis(5)).build())
-        .hasMessageContaining("connectorThreads must be 1..64, was 0")
-        .hasMessageContaining("connectorRefresh must be between 100 ms and 10 min, was 5 ms");
+  void connectorSettingsWithoutAConnectorModuleAreRefused(DataSource ds) {
+    io.queen.embedded.spi.ConnectorSettings settings = new io.queen.embedded.spi.ConnectorSettings() {
+      @Override
+      public java.util.List<String> problems() {
+        return java.util.List.of();
+      }
+
+      @Override
+      public String describe() {
+        return "test";
+      }
+    };
+    assertThatThrownBy(() -> EmbeddedQueen.builder().dataSource(ds).connectors(settings).start())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("no connector module is on the classpath")
+        .hasMessageContaining("io.queen:queen-pgconn");
+  }
+
+  @Test
+  void connectorSettingsProblemsAreReportedWithTheOtherOptions() {
+    io.queen.embedded.spi.ConnectorSettings bad = new io.queen.embedded.spi.ConnectorSettings() {
+      @Override
+      public java.util.List<String> problems() {
+        return java.util.List.of("threads must be 1..64, was 0");
+      }
+
+      @Override
+      public String describe() {
+        return "bad";
+      }
+    };
+    assertThatThrownBy(() -> EmbeddedQueen.builder().jdbcUrl("jdbc:postgresql://x/y", "u", "p").poolSize(1)
+        .connectors(bad).build())
+        .hasMessageContaining("2 invalid options").hasMessageContaining("poolSize must be 2..200, was 1")
+        .hasMessageContaining("threads must be 1..64, was 0");
   }
 }

@@ -42,7 +42,7 @@ class HttpSeedFlowsTest {
   void start(TestDatabase db) {
     this.db = db;
     queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(KEY)
-        .connectorRefresh(Duration.ofMillis(200)).http(HttpOptions.port(0)).start();
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).http(HttpOptions.port(0)).start();
     http = new HttpCalls(EmbeddedQueen.httpAddress(queen).orElseThrow());
   }
 
@@ -222,7 +222,8 @@ class HttpSeedFlowsTest {
     assertThat(http.get("/api/v1/connectors").json().get("connectors")).extracting(n -> n.get("name").asText())
         .doesNotContain("bad-one", "Bad_Name", "leaky");
     // a password on a node without an encryption key: the connector's own code, and nothing stored
-    try (Queen keyless = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(null).runConnectors(false)
+    try (Queen keyless = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(null)
+        .connectors(ConnectorOptions.defaults().run(false))
         .http(HttpOptions.port(0)).start()) {
       Answer refused = new HttpCalls(EmbeddedQueen.httpAddress(keyless).orElseThrow()).put("/api/v1/connectors/keyless",
           """

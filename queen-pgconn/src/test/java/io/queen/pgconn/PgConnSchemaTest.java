@@ -25,7 +25,8 @@ class PgConnSchemaTest {
 
   @Test
   void theNodesMigratorCreatesTheRegistrysTableSequenceAndTrigger(DataSource ds) throws Exception {
-    try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("pgc_schema").runConnectors(false).listen(false)
+    try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("pgc_schema")
+        .connectors(ConnectorOptions.defaults().run(false)).listen(false)
         .start()) {
       assertThat(rows(ds, "select module || ' ' || version || ' ' || name from pgc_schema.schema_version order by 1"))
           .containsExactly("pgconn 1 V1__connectors.sql", "queen 1 V1__baseline.sql");

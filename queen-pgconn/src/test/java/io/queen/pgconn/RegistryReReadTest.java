@@ -34,8 +34,10 @@ class RegistryReReadTest {
     try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
       st.execute("create table notes (id bigint primary key, text text)");
     }
-    try (Queen admin = EmbeddedQueen.builder().dataSource(ds).runConnectors(false).start();
-        Queen worker = EmbeddedQueen.builder().dataSource(ds).connectorRefresh(Duration.ofMillis(300)).start()) {
+    try (Queen admin = EmbeddedQueen.builder().dataSource(ds)
+        .connectors(ConnectorOptions.defaults().run(false)).start();
+        Queen worker = EmbeddedQueen.builder().dataSource(ds)
+            .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(300))).start()) {
       admin.connectors().put("notes", """
           {"kind": "sink", "sink": {"queue": "notes", "table": "notes", "mode": "upsert"}}""");
       admin.queue("notes").push(Map.of("id", 1, "text", "a"));
@@ -62,8 +64,10 @@ class RegistryReReadTest {
       st.execute("create table old_t (id text primary key, n int)");
       st.execute("create table new_t (id text primary key, n int)");
     }
-    try (Queen admin = EmbeddedQueen.builder().dataSource(ds).connectorRefresh(Duration.ofMillis(200)).start();
-        Queen other = EmbeddedQueen.builder().dataSource(ds).connectorRefresh(Duration.ofMillis(200)).start()) {
+    try (Queen admin = EmbeddedQueen.builder().dataSource(ds)
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start();
+        Queen other = EmbeddedQueen.builder().dataSource(ds)
+            .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       admin.connectors().put("moved", """
           {"kind": "sink", "sink": {"queue": "moved", "table": "old_t", "mode": "upsert"}}""");
       await().atMost(10, TimeUnit.SECONDS).until(() -> "running".equals(other.connectors().status("moved")

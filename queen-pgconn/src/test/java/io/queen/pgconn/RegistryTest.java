@@ -38,7 +38,8 @@ class RegistryTest {
   @BeforeEach
   void start(DataSource ds) {
     this.ds = ds;
-    queen = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY).runConnectors(false).start();
+    queen = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
+        .connectors(ConnectorOptions.defaults().run(false)).start();
     queen.connectors().list().forEach(queen.connectors()::delete); // one database per class
   }
 
@@ -53,11 +54,11 @@ class RegistryTest {
    */
   @Test
   void aStoredConnectorIsStartingUntilTheNodesNextReRead() {
-    // a node reads the documents once as it starts, then every connectorRefresh; the marker (stored before, its table
+    // a node reads the documents once as it starts, then every refresh; the marker (stored before, its table
     // missing) shows when that first read is done, so the puts below come after it for sure
     queen.connectors().put("marker-sink", OK.replace("invoices", "no_such_table"));
     try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
-        .connectorRefresh(java.time.Duration.ofMinutes(10)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(java.time.Duration.ofMinutes(10))).start()) {
       org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
           .until(() -> runner.connectors().status("marker-sink").orElseThrow().phase().equals("error"));
       runner.connectors().put("later-sink", OK.replace("invoices", "later"));
@@ -89,7 +90,7 @@ class RegistryTest {
       st.execute("create table if not exists invoices (id text primary key, amount numeric)");
     }
     try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
-        .connectorRefresh(java.time.Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(java.time.Duration.ofMillis(200))).start()) {
       runner.connectors().put("off-at-once", OK.replace("\"kind\": \"sink\"", "\"kind\": \"sink\", \"enabled\": false"));
       runner.connectors().put("on-then-off", OK);
       org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
@@ -115,7 +116,7 @@ class RegistryTest {
       st.execute("create table if not exists invoices (id text primary key, amount numeric)");
     }
     try (Queen runner = EmbeddedQueen.builder().dataSource(ds).encryptionKey(KEY)
-        .connectorRefresh(java.time.Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(java.time.Duration.ofMillis(200))).start()) {
       runner.connectors().put("mixed", OK);
       org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(20))
           .until(() -> runner.connectors().status("mixed").orElseThrow().phase().equals("running"));
@@ -266,7 +267,8 @@ class RegistryTest {
 
   @Test
   void aNodeWithoutTheKeyRefusesAPasswordAndStoresNothing(DataSource ds) {
-    try (Queen noKey = EmbeddedQueen.builder().dataSource(ds).encryptionKey(null).runConnectors(false).start()) {
+    try (Queen noKey = EmbeddedQueen.builder().dataSource(ds).encryptionKey(null)
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       assertThatThrownBy(() -> noKey.connectors().put("remote", WITH_PASSWORD)).isInstanceOf(ConnectorException.class)
           .hasMessageContaining("no_encryption_key").hasMessageContaining("QUEEN_ENCRYPTION_KEY")
           .hasMessageNotContaining("s3cr3t-pw");
@@ -279,7 +281,7 @@ class RegistryTest {
   void aNodeWithAWrongKeyReportsItAndNeverConnects(DataSource ds) throws Exception {
     queen.connectors().put("remote", WITH_PASSWORD);
     try (Queen wrong = EmbeddedQueen.builder().dataSource(ds).encryptionKey("f".repeat(64))
-        .connectorRefresh(java.time.Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(java.time.Duration.ofMillis(200))).start()) {
       org.awaitility.Awaitility.await().atMost(10, TimeUnit.SECONDS).untilAsserted(() ->
           assertThat(wrong.connectors().status("remote")).get().satisfies(s -> {
             assertThat(s.phase()).isEqualTo("error");

@@ -36,7 +36,8 @@ class SinkAttemptsTest {
       + " new row for relation \"…\" violates check constraint \"…\"; constraint qty_positive; table items";
 
   private static Queen node(TestDatabase db, String id) {
-    return EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id).connectorRefresh(Duration.ofMillis(200))
+    return EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id)
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start();
   }
 

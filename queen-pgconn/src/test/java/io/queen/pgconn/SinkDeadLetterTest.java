@@ -27,7 +27,8 @@ import org.junit.jupiter.api.Timeout;
 class SinkDeadLetterTest {
 
   private static Queen node(TestDatabase db, String id) {
-    return EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id).connectorRefresh(Duration.ofMillis(200))
+    return EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id)
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start();
   }
 

@@ -45,7 +45,7 @@ class SinkGroupHeldTest {
       st.execute("create table held (id text primary key, v int)");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).pollInterval(Duration.ofMillis(100))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.queue("held-q").push(Map.of("id", "a", "v", 1));
       queen.connectors().put("held", """
           {"kind": "sink", "sink": {"queue": "held-q", "table": "public.held", "mode": "upsert"}}""");

@@ -42,7 +42,8 @@ class SinkMetersTest {
     }
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).meterRegistry(registry)
-        .meterTags("queen.db", "main").connectorRefresh(Duration.ofMillis(200)).start()) {
+        .meterTags("queen.db", "main")
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("metered", DOC);
       List<PushItem> items = new ArrayList<>();
       for (int i = 0; i < 10; i++) {
@@ -101,7 +102,7 @@ class SinkMetersTest {
       st.execute("create table refused_meters (id bigint primary key, v int)");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).meterRegistry(registry)
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("rm", """
           {"kind": "sink", "sink": {"queue": "rmq", "table": "public.refused_meters", "mode": "upsert"}}""");
       queen.push(List.of(PushItem.to("rmq", "1", Map.of("id", 1, "v", 1))));

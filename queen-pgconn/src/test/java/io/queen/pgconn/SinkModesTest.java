@@ -33,7 +33,7 @@ class SinkModesTest {
   void start(TestDatabase db) {
     this.db = db;
     queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(RegistryTest.KEY)
-        .connectorRefresh(Duration.ofMillis(200)).start();
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start();
   }
 
   @AfterEach

@@ -47,7 +47,8 @@ class SinkPayloadVersionsTest {
 
   /** A node that knows 'order' up to version 2: the class registered, and the upcaster from version 1. */
   private static Queen node(TestDatabase db) {
-    return EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    return EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .payloadType(Order.class, "order", 2).upcaster("order", 1, V1_TO_V2).start();
   }
 

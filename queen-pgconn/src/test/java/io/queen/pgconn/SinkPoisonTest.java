@@ -51,7 +51,8 @@ class SinkPoisonTest {
   }
 
   private Queen node() {
-    return EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200)).start();
+    return EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start();
   }
 
   /** How many times PostgreSQL ran the poison's row. */

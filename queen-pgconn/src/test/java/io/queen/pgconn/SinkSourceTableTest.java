@@ -31,7 +31,8 @@ class SinkSourceTableTest {
         {"table": "public.cats", "queue": "pets"}, {"table": "public.dogs", "queue": "pets"}]}}""";
 
   private static Queen node(TestDatabase db) {
-    return EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200)).start();
+    return EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start();
   }
 
   @Test
@@ -67,7 +68,8 @@ class SinkSourceTableTest {
 
   @Test
   void aCdcSinkWithoutSourceTableOnAQueueOfTwoTablesIsRefusedWhicheverComesSecond(TestDatabase db) throws Exception {
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).runConnectors(false).start()) {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       queen.connectors().put("mixed-src", TWO_TABLES_ONE_QUEUE.replace("pets", "mixed"));
       assertThatThrownBy(() -> queen.connectors().put("mixed-copy", """
           {"kind": "sink", "sink": {"queue": "mixed", "table": "cats_copy", "mode": "cdc"}}"""))
@@ -103,7 +105,8 @@ class SinkSourceTableTest {
 
   @Test
   void sourceTableIsForCdcSinksAndNamesATable(TestDatabase db) {
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).runConnectors(false).start()) {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       assertThatThrownBy(() -> queen.connectors().put("u", """
           {"kind": "sink", "sink": {"queue": "q", "table": "t", "mode": "upsert", "sourceTable": "public.t"}}"""))
           .isInstanceOf(InvalidConnectorException.class)

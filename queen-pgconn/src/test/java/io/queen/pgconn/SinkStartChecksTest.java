@@ -41,7 +41,7 @@ class SinkStartChecksTest {
       st.execute("create table if not exists keyed (id text primary key, v int)");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("checked", doc);
       await().atMost(Duration.ofSeconds(30)).until(() -> "error".equals(status(queen).phase()));
       ConnectorStatus s = status(queen);
@@ -63,7 +63,7 @@ class SinkStartChecksTest {
       st.execute("create table if not exists keyed (id text primary key, v int)");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).pollInterval(Duration.ofMillis(100))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("checked", """
           {"kind": "sink", "sink": {"queue": "not-pushed-yet", "table": "public.keyed", "mode": "upsert"}}""");
       await().atMost(Duration.ofSeconds(30)).until(() -> "queue_missing".equals(status(queen).errorCode()));
@@ -91,7 +91,7 @@ class SinkStartChecksTest {
       st.execute("create role " + role + " login password 'p-secret3'");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
           + db.port() + ", \"database\": \"no_such_db\", \"user\": \"" + role + "\", \"password\": \"p-secret3\","
           + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q7\", \"table\": \"public.keyed\", \"mode\": \"upsert\"}}");
@@ -123,7 +123,7 @@ class SinkStartChecksTest {
       st.execute("revoke connect on database " + target + " from public");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
           + db.port() + ", \"database\": \"" + target + "\", \"user\": \"" + role + "\", \"password\": \"p-secret4\","
           + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q8\", \"table\": \"public.keyed\", \"mode\": \"upsert\"}}");
@@ -151,7 +151,7 @@ class SinkStartChecksTest {
       st.execute("revoke create on database \"" + db.name() + "\" from public");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
           + db.port() + ", \"database\": \"" + db.name() + "\", \"user\": \"" + role + "\", \"password\": \"p-secret2\","
           + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q6\", \"table\": \"public.keyed\", \"mode\": \"upsert\"}}");
@@ -202,7 +202,7 @@ class SinkStartChecksTest {
       st.execute("revoke create on database \"" + db.name() + "\" from public");
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("checked", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host() + "\", \"port\": "
           + db.port() + ", \"database\": \"" + db.name() + "\", \"user\": \"" + role + "\", \"password\": \"p-secret3\","
           + " \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"q7\", \"table\": \"public.keyed7\", \"mode\": \"upsert\"}}");

@@ -40,7 +40,8 @@ class SinkTargetShapesTest {
       st.execute("create table defer (id text primary key deferrable, code text not null unique, v int)");
       st.execute("create table odd (id text primary key, \"unit price\" numeric, \"prénom\" text, \"a\"\"b\" int)");
     }
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("inc", """
           {"kind": "sink", "sink": {"queue": "inc", "table": "inc", "mode": "upsert"}}""");
@@ -88,7 +89,8 @@ class SinkTargetShapesTest {
       st.execute("create schema \"Sales\"");
       st.execute("create table \"Sales\".\"Orders\" (id text primary key, v int)");
     }
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("orders", """
           {"kind": "sink", "sink": {"queue": "orders", "table": "Sales.Orders", "mode": "upsert"}}""");
@@ -117,7 +119,8 @@ class SinkTargetShapesTest {
       st.execute("create table child (id text primary key, parent int references parent deferrable initially deferred)");
       st.execute("create table ledger (id text primary key, amount numeric)");
     }
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.queue("child").configure(q -> q.retryDelay(Duration.ZERO));
       queen.connectors().put("child", """
@@ -142,7 +145,7 @@ class SinkTargetShapesTest {
 
   /**
    * The table changes while the sink runs. A column added is written from the next shape read on (the sink reads
-   * the shape again every connectorRefresh); a column dropped stops being named (the statement's 42703 makes the
+   * the shape again every refresh); a column dropped stops being named (the statement's 42703 makes the
    * sink read the shape again at once; before, every try failed and the batch came back for good); the table dropped
    * stops the loop with phase error and code table_missing, and once it is back the sink runs and writes again.
    */
@@ -151,7 +154,8 @@ class SinkTargetShapesTest {
     try (Connection c = db.connection(); Statement st = c.createStatement()) {
       st.execute("create table morph (id text primary key, a int)");
     }
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("morph", """
           {"kind": "sink", "sink": {"queue": "morph", "table": "morph", "mode": "upsert"}}""");
@@ -159,7 +163,7 @@ class SinkTargetShapesTest {
       await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from morph") == 1);
 
       sql(db, "alter table morph add column b int");
-      Thread.sleep(600); // past a connectorRefresh: the next batch reads the shape first
+      Thread.sleep(600); // past a ConnectorOptions.refresh: the next batch reads the shape first
       queen.queue("morph").push(List.of(PushItem.of("k2", row("id", "k2", "a", 2, "b", 2))));
       await().atMost(Duration.ofSeconds(30)).until(() -> rows(db, "select count(*) from morph where b = 2") == 1);
 
@@ -206,7 +210,7 @@ class SinkTargetShapesTest {
           + role);
     }
     try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey("0123456789abcdef".repeat(4))
-        .connectorRefresh(Duration.ofMillis(200)).start()) {
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("guarded", "{\"kind\": \"sink\", \"connection\": {\"host\": \"" + db.host()
           + "\", \"port\": " + db.port() + ", \"database\": \"" + db.name() + "\", \"user\": \"" + role
           + "\", \"password\": \"p-rls\", \"sslMode\": \"disable\"}, \"sink\": {\"queue\": \"guarded\","

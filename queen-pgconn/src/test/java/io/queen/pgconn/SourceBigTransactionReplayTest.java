@@ -41,8 +41,9 @@ class SourceBigTransactionReplayTest {
   }
 
   private Queen node(TestDatabase db, String id) {
-    Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id).connectorRefresh(Duration.ofMillis(200))
-        .sourceLeaseTtl(Duration.ofSeconds(1)).start();
+    Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id)
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(1)))
+        .start();
     nodes.add(q);
     return q;
   }
@@ -56,7 +57,8 @@ class SourceBigTransactionReplayTest {
   void theNextOwnerSkipsThePiecesThePointerCoversAndNeverMovesItBack(TestDatabase db) throws Exception {
     SourceFixture f = new SourceFixture(db);
     f.sql("create table bigt (id bigint primary key, note text)");
-    Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer").runConnectors(false)
+    Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer")
+        .connectors(ConnectorOptions.defaults().run(false))
         .start();
     nodes.add(observer);
     observer.connectors().put("big-src", SourceFixture.sourceDoc("public.bigt", "bigq", "\"maxBundleMessages\": 1"));

@@ -30,7 +30,8 @@ class SourceIdleAdvanceTest {
   void aQuietTableInABusyDatabaseDoesNotPinWal(TestDatabase db) throws Exception {
     SourceFixture f = new SourceFixture(db);
     f.sql("create table quiet (id bigint primary key)", "create table busy (id bigserial primary key, v text)");
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("quiet-src", SourceFixture.sourceDoc("public.quiet", "quiet", ""));
       SourceFixture.awaitPhase(queen, "quiet-src", "streaming", Duration.ofSeconds(20));

@@ -42,7 +42,8 @@ class SourceKeyChangeVisibilityTest {
     sql(db, "create table moving (id bigint primary key, v int, doc text)",
         "alter table moving alter column doc set storage external", // TOASTed without compression
         "insert into moving values (1, 1, '" + big + "')");
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("moving-src", """
           {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.moving", "queue": "moving"}]}}""");

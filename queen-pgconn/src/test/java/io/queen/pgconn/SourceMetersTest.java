@@ -40,10 +40,12 @@ class SourceMetersTest {
     SourceFixture f = new SourceFixture(db);
     f.sql("create table metered (id bigint primary key, v text)", "create table other (id bigserial primary key, v text)");
     Map<String, SimpleMeterRegistry> registries = Map.of("m1", new SimpleMeterRegistry(), "m2", new SimpleMeterRegistry());
+    ConnectorOptions fast = ConnectorOptions.defaults().refresh(Duration.ofMillis(200))
+        .sourceLeaseTtl(Duration.ofSeconds(3));
     try (Queen m1 = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("m1").meterRegistry(registries.get("m1"))
-        .connectorRefresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)).start();
+        .connectors(fast).start();
         Queen m2 = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("m2").meterRegistry(registries.get("m2"))
-            .connectorRefresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)).start()) {
+            .connectors(fast).start()) {
       m1.connectors().put("metered-src", SourceFixture.sourceDoc("public.metered", "metered", ""));
       await().atMost(Duration.ofSeconds(20)).until(() -> status(m1, "metered-src").phase().equals("streaming")
           || status(m2, "metered-src").phase().equals("streaming"));

@@ -46,7 +46,8 @@ class SourceOnAStrictPoolTest {
     c.setMaximumPoolSize(8);
     c.setTransactionIsolation("TRANSACTION_REPEATABLE_READ");
     try (HikariDataSource pool = new HikariDataSource(c);
-        Queen queen = EmbeddedQueen.builder().dataSource(pool).connectorRefresh(Duration.ofMillis(200)).start()) {
+        Queen queen = EmbeddedQueen.builder().dataSource(pool)
+            .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("strict-src", SourceFixture.sourceDoc("public.strict_rows", "strict", ""));
       await().atMost(Duration.ofSeconds(30)).until(() -> status(queen, "strict-src").phase().equals("streaming"));
       f.sql("insert into strict_rows values (1, 'a')");
@@ -70,7 +71,8 @@ class SourceOnAStrictPoolTest {
     plain.setUser(db.user());
     plain.setPassword(db.password());
     assertThat(plain.getUrl()).contains("preferQueryMode=extended").contains("binaryTransfer=true");
-    try (Queen queen = EmbeddedQueen.builder().dataSource(plain).connectorRefresh(Duration.ofMillis(200)).start()) {
+    try (Queen queen = EmbeddedQueen.builder().dataSource(plain)
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("plain-src", SourceFixture.sourceDoc("public.plain_rows", "plain", "").replace(
           "\"snapshot\": \"never\"", "\"snapshot\": \"initial\""));
       await().atMost(Duration.ofSeconds(30)).until(() -> status(queen, "plain-src").phase().equals("streaming"));
@@ -94,7 +96,8 @@ class SourceOnAStrictPoolTest {
     c.setPassword(db.password());
     c.setMaximumPoolSize(8);
     try (HikariDataSource pool = new HikariDataSource(c);
-        Queen queen = EmbeddedQueen.builder().dataSource(pool).connectorRefresh(Duration.ofMillis(200)).start()) {
+        Queen queen = EmbeddedQueen.builder().dataSource(pool)
+            .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
       queen.connectors().put("url-src", SourceFixture.sourceDoc("public.url_rows", "urlq", ""));
       await().atMost(Duration.ofSeconds(30)).until(() -> status(queen, "url-src").phase().equals("streaming"));
       // the walsender carries the source's own name, by which a takeover finds an earlier owner's stale walsender

@@ -30,7 +30,8 @@ class SourceOnOldServerTest {
   void aSourceIsRefusedWithTheServersVersionAndDeletedWithoutAFalseWarning(TestDatabase db) throws Exception {
     SourceFixture f = new SourceFixture(db);
     f.sql("create table old_items (id bigint primary key, v text)");
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("old-src", SourceFixture.sourceDoc("public.old_items", "old_items", ""));
       awaitPhase(queen, "old-src", "error", Duration.ofSeconds(20));

@@ -40,15 +40,17 @@ class SourceOwnershipTest {
   TestDatabase db;
 
   Queen node(String id) {
-    Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id).connectorRefresh(Duration.ofMillis(200))
-        .sourceLeaseTtl(TTL).start();
+    Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId(id)
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(TTL))
+        .start();
     nodes.add(q);
     return q;
   }
 
   @AfterEach
   void closeAll() {
-    try (Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).runConnectors(false).start()) {
+    try (Queen q = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       q.connectors().list().forEach(q.connectors()::delete); // the next test's nodes must not run this one's source
     }
     for (Queen q : nodes) {
@@ -70,13 +72,15 @@ class SourceOwnershipTest {
     this.db = db;
     SourceFixture f = new SourceFixture(db);
     f.sql("create table gone (id bigint primary key, v int)");
-    try (Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer").runConnectors(false)
+    try (Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer")
+        .connectors(ConnectorOptions.defaults().run(false))
         .start()) {
       observer.connectors().put("gone-src", SourceFixture.sourceDoc("public.gone", "gone", ""));
       Queen a = node("gone-a");
       awaitPhase(a, "gone-src", "streaming", Duration.ofSeconds(20));
       Queen late = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("gone-late")
-          .connectorRefresh(Duration.ofMinutes(5)).sourceLeaseTtl(Duration.ofSeconds(1)).start(); // reads once, now
+          .connectors(ConnectorOptions.defaults().refresh(Duration.ofMinutes(5)).sourceLeaseTtl(Duration.ofSeconds(1)))
+          .start(); // reads once, now
       nodes.add(late);
       awaitPhase(late, "gone-src", "standby", Duration.ofSeconds(10));
 
@@ -96,7 +100,8 @@ class SourceOwnershipTest {
     this.db = db;
     SourceFixture f = new SourceFixture(db);
     f.createAudited("items");
-    try (Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer").runConnectors(false)
+    try (Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer")
+        .connectors(ConnectorOptions.defaults().run(false))
         .start()) {
       observer.connectors().put("items-src", SourceFixture.sourceDoc("public.items", "items", "\"maxBundleMessages\": 20"));
       Queen a = node("node-a");
@@ -216,7 +221,8 @@ class SourceOwnershipTest {
     this.db = db;
     SourceFixture f = new SourceFixture(db);
     f.createAudited("items3");
-    Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer").runConnectors(false)
+    Queen observer = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("observer")
+        .connectors(ConnectorOptions.defaults().run(false))
         .start();
     nodes.add(observer);
     observer.connectors().put(SRC3, SourceFixture.sourceDoc("public.items3", "three", ""));

@@ -37,7 +37,8 @@ class SourcePartitionedTableTest {
         "create table events_2025 partition of events for values from ('2025-01-01') to ('2026-01-01')",
         "create table events_2026 partition of events for values from ('2026-01-01') to ('2027-01-01')",
         "insert into events values (1, '2025-03-01', 'a'), (2, '2026-03-01', 'b')");
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("events-src", """
           {"kind": "source", "source": {"tables": [{"table": "public.events", "queue": "events"}]}}""");

@@ -39,8 +39,9 @@ class SourceSlotTest {
   @BeforeEach
   void start(TestDatabase db) {
     f = new SourceFixture(db);
-    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
-        .sourceLeaseTtl(Duration.ofSeconds(3)).start();
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)))
+        .start();
   }
 
   @AfterEach

@@ -51,7 +51,8 @@ class SourceSnapshotTest {
   @BeforeEach
   void start(TestDatabase db) {
     this.db = db;
-    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200)).start();
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start();
   }
 
   @AfterEach
@@ -251,13 +252,13 @@ class SourceSnapshotTest {
 
   /**
    * The rule: a table added to a running source is streamed "from then on". A row written the moment the put returns,
-   * with the default connectorRefresh (5 s) before the owner runs the new document, was lost: the owner added the
+   * with the default refresh (5 s) before the owner runs the new document, was lost: the owner added the
    * table to the publication only then, and the decoder reads the publication as it was at each change.
    */
   @Test
   void aRowWrittenTheMomentAPutAddsItsTableIsStreamed() throws Exception {
     queen.close();
-    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).start(); // the default connectorRefresh
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).start(); // the default ConnectorOptions.refresh
     sql("CREATE TABLE early_t (id bigint PRIMARY KEY, v int)", "CREATE TABLE late_t (id bigint PRIMARY KEY, v int)");
     queen.connectors().put("late-src", """
         {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.early_t", "queue": "early"}]}}""");
@@ -282,7 +283,7 @@ class SourceSnapshotTest {
   @Test
   void aTablePutBackWhileStillPublishedStreamsTheRowWrittenAfterThePut() throws Exception {
     queen.close();
-    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).start(); // the default connectorRefresh
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).start(); // the default ConnectorOptions.refresh
     String both = """
         {"kind": "source", "source": {"snapshot": "never", "tables": [{"table": "public.e_t", "queue": "e"},
                                                                       {"table": "public.l_t", "queue": "l"}]}}""";
@@ -416,10 +417,12 @@ class SourceSnapshotTest {
     sql("CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)",
         "INSERT INTO stock SELECT g, g % 17 FROM generate_series(1, 3000) g");
     queen.close();
-    Queen a = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
-        .sourceLeaseTtl(Duration.ofSeconds(1)).start();
-    Queen b = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
-        .sourceLeaseTtl(Duration.ofSeconds(1)).start();
+    Queen a = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(1)))
+        .start();
+    Queen b = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(1)))
+        .start();
     queen = b;
     try {
       a.connectors().put("stock-src", """

@@ -22,7 +22,7 @@ import org.junit.jupiter.api.Timeout;
 /**
  * A change the source cannot push, in a way that does not pass (a row above the node's maxPayloadBytes), stops the
  * stream at that change: the status says {@code error} with {@code stream_failed} and the limit, while it is tried
- * again every connectorRefresh; nothing after it is pushed (per partition order and the pointer hold), and a node
+ * again every refresh; nothing after it is pushed (per partition order and the pointer hold), and a node
  * that can take the row pushes it and everything after it, once.
  */
 @QueenPostgres
@@ -37,7 +37,8 @@ class SourceStreamFailureTest {
     f.sql("create table notes (id bigint primary key, body text not null)");
     String doc = SourceFixture.sourceDoc("public.notes", "notes", "");
     List<Message> got = new ArrayList<>();
-    try (Queen small = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen small = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .maxPayloadBytes(4096).start()) {
       small.connectors().put("notes-src", doc);
       SourceFixture.awaitPhase(small, "notes-src", "streaming", Duration.ofSeconds(30));
@@ -58,7 +59,8 @@ class SourceStreamFailureTest {
       assertThat(got).extracting(m -> m.payload().get("key").get("id").asInt()).containsExactly(1);
 
       // a node with the default limit takes over once this one closes (it gives the lease back)
-      try (Queen big = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+      try (Queen big = EmbeddedQueen.builder().dataSource(db.dataSource())
+          .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
           .start()) {
         small.close();
         SourceFixture.awaitPhase(big, "notes-src", "streaming", Duration.ofSeconds(30));
@@ -79,7 +81,8 @@ class SourceStreamFailureTest {
     SourceFixture f = new SourceFixture(db);
     f.sql("create table grp (id bigint primary key, region text not null, v int)",
         "alter table grp replica identity full");
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofSeconds(1))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofSeconds(1)))
         .start()) {
       queen.connectors().put("grp-src", """
           {"kind": "source", "source": {"snapshot": "never",

@@ -43,7 +43,8 @@ class SourceStreamTest {
   @BeforeEach
   void start(TestDatabase db) {
     this.db = db;
-    queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200)).start();
+    queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start();
   }
 
   @AfterEach

@@ -68,7 +68,8 @@ class SourceValuesTest {
         "create table byc (id bigint primary key, region text not null, v int)",
         "alter table byc replica identity full", // a partitionBy column outside the key (SourceSetupTest)
         "alter table byc alter column region set storage external"); // a long one is TOASTed
-    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource()).connectorRefresh(Duration.ofMillis(200))
+    try (Queen queen = EmbeddedQueen.builder().dataSource(db.dataSource())
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
         .start()) {
       queen.connectors().put("vals-src", """
           {"kind": "source", "source": {"snapshot": "never", "tables": [

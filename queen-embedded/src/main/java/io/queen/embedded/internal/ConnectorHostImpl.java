@@ -7,9 +7,12 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
 import io.queen.embedded.internal.consume.ConsumerNode;
+import io.queen.embedded.internal.config.EncryptionConfig;
+import io.queen.embedded.internal.config.NodeConfig;
 import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.ops.MetricsSwitch;
 import io.queen.embedded.spi.ConnectorHost;
+import io.queen.embedded.spi.ConnectorSettings;
 import io.queen.embedded.spi.ConsumeSpec;
 import io.queen.embedded.spi.OwnedBatchHandler;
 import java.sql.SQLException;
@@ -19,19 +22,30 @@ import java.util.concurrent.ScheduledExecutorService;
 import javax.sql.DataSource;
 
 /**
- * The node as the connector SPI sees it: the public node, its configuration, its consume side (log, threads,
+ * The node as the connector SPI sees it: the public node, the parts of its configuration a connector reads (its id,
+ * schema, payload types, key, close grace and the module's own settings), its consume side (log, threads,
  * scheduler), the connectors' KV and the metrics.
  */
 public final class ConnectorHostImpl implements ConnectorHost {
   private final Queen queen;
-  private final QueenConfig config;
+  private final String schema;
+  private final NodeConfig config;
+  private final PayloadTypes payloadTypes;
+  private final EncryptionConfig encryption;
+  private final ConnectorSettings settings;
   private final ConsumerNode node;
   private final Kv kv;
   private final MetricsSwitch metrics;
 
-  ConnectorHostImpl(Queen queen, QueenConfig config, ConsumerNode node, Kv connectorKv, MetricsSwitch metrics) {
+  ConnectorHostImpl(Queen queen, String schema, NodeConfig config, PayloadTypes payloadTypes,
+      EncryptionConfig encryption, ConnectorSettings settings, ConsumerNode node, Kv connectorKv,
+      MetricsSwitch metrics) {
     this.queen = queen;
+    this.schema = schema;
     this.config = config;
+    this.payloadTypes = payloadTypes;
+    this.encryption = encryption;
+    this.settings = settings;
     this.node = node;
     this.kv = connectorKv;
     this.metrics = metrics;
@@ -54,7 +68,7 @@ public final class ConnectorHostImpl implements ConnectorHost {
 
   @Override
   public String schema() {
-    return config.schema();
+    return schema;
   }
 
   @Override
@@ -69,7 +83,7 @@ public final class ConnectorHostImpl implements ConnectorHost {
 
   @Override
   public PayloadTypes payloadTypes() {
-    return config.payloadTypes();
+    return payloadTypes;
   }
 
   @Override
@@ -84,28 +98,13 @@ public final class ConnectorHostImpl implements ConnectorHost {
 
   @Override
   public Optional<byte[]> encryptionKey() {
-    byte[] k = config.encryptionKey();
+    byte[] k = encryption.key();
     return k == null ? Optional.empty() : Optional.of(k.clone());
   }
 
   @Override
-  public int connectorThreads() {
-    return config.connectorThreads();
-  }
-
-  @Override
-  public boolean runConnectors() {
-    return config.runConnectors();
-  }
-
-  @Override
-  public Duration connectorRefresh() {
-    return config.connectorRefresh();
-  }
-
-  @Override
-  public Duration sourceLeaseTtl() {
-    return config.sourceLeaseTtl();
+  public ConnectorSettings settings() {
+    return settings;
   }
 
   @Override

@@ -1,11 +1,9 @@
 package io.queen.embedded.internal;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.queen.AckResult;
 import io.queen.AckStatus;
 import io.queen.BrokerClosedException;
-import io.queen.DatabaseLoginException;
 import io.queen.DeadLetters;
 import io.queen.Kv;
 import io.queen.Message;
@@ -18,7 +16,10 @@ import io.queen.Status;
 import io.queen.Transaction;
 import io.queen.embedded.internal.consume.ConsumerNode;
 import io.queen.embedded.internal.consume.RunningSubscription;
+import io.queen.embedded.internal.config.HousekeepingConfig;
+import io.queen.embedded.internal.config.QueenConfig;
 import io.queen.embedded.internal.db.Migrator;
+import io.queen.embedded.internal.db.Pools;
 import io.queen.embedded.internal.db.ReadCommitted;
 import io.queen.embedded.internal.db.Sql;
 import io.queen.embedded.internal.tx.TransactionImpl;
@@ -37,6 +38,9 @@ import io.queen.embedded.internal.ops.MicrometerMetrics;
 import io.queen.embedded.internal.ops.RetentionJanitor;
 import io.queen.embedded.internal.ops.StatisticsGuard;
 import io.queen.embedded.internal.ops.StatusReader;
+import io.queen.embedded.spi.ConnectorPlugin;
+import io.queen.embedded.spi.ConnectorProvider;
+import io.queen.embedded.spi.SchemaModule;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -91,31 +95,37 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private final HorizonWatch horizonWatch;
   private final StatisticsGuard statisticsGuard;
   /** The connector runtime found on the classpath (queen-pgconn), or null. */
-  private volatile io.queen.embedded.spi.ConnectorPlugin connectors;
+  private volatile ConnectorPlugin connectors;
 
   private QueenImpl(QueenConfig config, DataSource ds, HikariDataSource ownPool) {
     this.config = config;
     this.ds = ds;
     this.ownPool = ownPool;
-    this.codec = new JsonCodec(config.mapper());
-    this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
-    this.metrics = new MetricsSwitch(config.nodeId(), config.meterRegistry() == null ? Metrics.NOOP
-        : new MicrometerMetrics(config.meterRegistry(), config.meterTags()), config.meterTags());
-    this.broker = new Broker(ds, config.schema(), codec, config.nodeId(), wakeups, metrics, config.maxPayloadBytes(),
-        config.connectTimeout(), config.payloadTypes(), new PayloadCipher(config.encryptionKey(), config.oldEncryptionKeys()));
+    String schema = config.connection().schema();
+    String nodeId = config.nodeId();
+    this.codec = new JsonCodec(config.payload().mapper());
+    this.wakeups = new Wakeups(ds, schema, nodeId, (role, r) -> newDaemon(role, r));
+    List<String> tags = config.metrics().tags();
+    this.metrics = new MetricsSwitch(nodeId, config.metrics().registry() == null ? Metrics.NOOP
+        : new MicrometerMetrics(config.metrics().registry(), tags), tags);
+    this.broker = new Broker(ds, schema, codec, nodeId, wakeups, metrics, config.payload().maxPayloadBytes(),
+        config.connection().connectTimeout(), config.payload().payloadTypes(),
+        new PayloadCipher(config.encryption().key(), config.encryption().oldKeys()));
     this.status = new StatusReader(ds, broker.schema(), broker.cipher().ids());
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("scheduler", r));
-    this.kvStore = Extensions.kvStore(config, codec);
+    this.kvStore = Extensions.kvStore(schema, config.payload().kvMaxReadBytes(), codec);
     this.kv = Extensions.kv(ds, kvStore, this::checkOpen);
     this.connectorKv = Extensions.connectorKv(ds, kvStore, this::checkConnectorsOpen);
-    this.liveness = new Liveness(ds, broker.schema(), config.nodeId(), config.sessionTimeout(), config.heartbeatInterval());
+    this.liveness = new Liveness(ds, broker.schema(), nodeId, config.node().sessionTimeout(),
+        config.node().heartbeatInterval());
     // retention passes and the group gauges get a thread of their own: the scheduler renews leases and must not wait
     this.janitor = Executors.newSingleThreadScheduledExecutor(r -> newDaemon("janitor", r));
-    this.retention = new RetentionJanitor(config.nodeId(), ds, broker.schema(), metrics,
-        config.removeEmptyPartitionsAfter());
-    this.groupWatch = new GroupWatch(config.nodeId(), ds, broker.schema(), status, metrics, broker.catalogue());
-    this.idleGroups = new IdleGroups(config.nodeId(), ds, broker.schema(), broker, config.groupIdleExpiry());
-    this.horizonWatch = new HorizonWatch(config.nodeId(), ds, metrics, config.horizonWarnAfter());
+    HousekeepingConfig housekeeping = config.housekeeping();
+    this.retention = new RetentionJanitor(nodeId, ds, broker.schema(), metrics,
+        housekeeping.removeEmptyPartitionsAfter());
+    this.groupWatch = new GroupWatch(nodeId, ds, broker.schema(), status, metrics, broker.catalogue());
+    this.idleGroups = new IdleGroups(nodeId, ds, broker.schema(), broker, housekeeping.groupIdleExpiry());
+    this.horizonWatch = new HorizonWatch(nodeId, ds, metrics, housekeeping.horizonWarnAfter());
     this.statisticsGuard = new StatisticsGuard(config.nodeId(), ds, broker.schema());
   }
 
@@ -125,63 +135,41 @@ public final class QueenImpl implements Queen, ConsumerNode {
   /** How long {@link #close()} lets the statement that gives back this node's leases run. */
   static final long RELEASE_ON_CLOSE_TIMEOUT_MS = 2_000;
 
-  /** DataSources that open a connection per call; Queen warns at the start when given one. */
-  static final java.util.Set<String> UNPOOLED = java.util.Set.of("org.postgresql.ds.PGSimpleDataSource",
-      "org.postgresql.jdbc2.optional.SimpleDataSource", "org.springframework.jdbc.datasource.DriverManagerDataSource",
-      "org.springframework.jdbc.datasource.SimpleDriverDataSource");
-
-  /**
-   * An application's HikariCP pool too small for the connections a node keeps for as long as it runs (the heartbeat's,
-   * and the wake-up listener's with {@code listen}) is refused: every other call would wait out the pool's timeout. One
-   * with fewer than two connections beside them is started with a WARN.
-   */
-  private static void checkPoolSize(QueenConfig config) {
-    if (!(config.dataSource() instanceof HikariDataSource h)) {
-      return; // another pool: its size is not known here
-    }
-    int kept = config.listen() ? 2 : 1;
-    int max = h.getMaximumPoolSize();
-    String what = config.listen() ? "its heartbeat and its wake-up listener" : "its heartbeat";
-    if (max <= kept) {
-      throw new IllegalArgumentException("the DataSource is a HikariCP pool of at most " + max + " connection(s), and"
-          + " this node keeps " + kept + " of them for " + what + " for as long as it runs: none would be left for"
-          + " pushes, pops and acks. Give the pool at least " + (kept + 2) + " connections, plus one per consume worker"
-          + " whose handler holds a connection of its own while it calls Queen (README: \"Handing Queen your pool\")");
-    }
-    if (max < kept + 2) {
-      LOG.warn("{} - the DataSource is a HikariCP pool of at most {} connection(s), and this node keeps {} of them for {}:"
-          + " every push, pop and ack goes through the one left. Give the pool at least {}", config.nodeId(), max, kept,
-          what, kept + 2);
-    }
-  }
-
   /** Validated config in; a started node out. */
-  public static Queen start(QueenConfig config) {
+  public static Queen start(QueenConfig given) {
+    ConnectorProvider provider = Extensions.connectorProvider();
+    QueenConfig config = given.withConnectors(Extensions.connectorSettings(given.connectors(), provider));
+    String nodeId = config.nodeId();
     HikariDataSource own = null;
-    DataSource ds = config.dataSource();
+    DataSource ds = config.connection().dataSource();
     if (ds == null) {
-      own = openPool(config);
+      own = Pools.open(config.connection(), nodeId);
       ds = own;
     } else {
-      checkPoolSize(config);
-      ds = ReadCommitted.ensure(ds, config.nodeId()); // the application's pool may default to a stricter level
+      Pools.checkSize(ds, nodeId, config.node().listen());
+      ds = ReadCommitted.ensure(ds, nodeId); // the application's pool may default to a stricter level
     }
     QueenImpl started = null;
     try {
-      Migrator.migrate(ds, config.schema(), schemaModules());
+      List<SchemaModule> modules = new ArrayList<>(List.of(Migrator.CORE));
+      if (provider != null) {
+        modules.addAll(provider.schema());
+      }
+      Migrator.migrate(ds, config.connection().schema(), modules);
       QueenImpl q = new QueenImpl(config, ds, own);
       started = q;
       // before anything runs: a node whose key is not one of the cluster's must not start
-      q.broker.keys().onStart(config.adoptEncryptionKey());
+      q.broker.keys().onStart(config.encryption().adopt());
       q.liveness.register(); // refuses an id a live node holds; takes over a dead one's leases
       q.liveness.onOthersAlive(q.wakeups::othersAlive);
       q.liveness.start((role, r) -> q.newDaemon(role, r));
-      if (config.listen()) {
+      if (config.node().listen()) {
         q.wakeups.startListener();
       }
       q.wakeups.startNotifier();
-      Extensions.startJanitor(config, q.ds, q.scheduler);
-      if (config.janitor()) {
+      boolean janitor = config.housekeeping().janitor();
+      if (janitor) {
+        Extensions.startJanitor(config.connection().schema(), nodeId, q.ds, q.scheduler);
         q.scheduler.scheduleWithFixedDelay(q::forgetOldNodes, 1_000, FORGET_NODES_PERIOD_MS, TimeUnit.MILLISECONDS);
         q.janitor.scheduleWithFixedDelay(q::forgetOldReceipts, 5_000, FORGET_RECEIPTS_PERIOD_MS, TimeUnit.MILLISECONDS);
       }
@@ -191,7 +179,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
           GroupWatch.PERIOD_MS, TimeUnit.MILLISECONDS);
       q.janitor.scheduleWithFixedDelay(q.horizonWatch, HorizonWatch.PERIOD_MS / 2, HorizonWatch.PERIOD_MS,
           TimeUnit.MILLISECONDS);
-      if (config.janitor()) {
+      if (janitor) {
         // at a fixed rate: a pass that takes longer than the period (more to remove than the janitor's paced share
         // of the server clears in one) is followed by the next at once, so removal keeps level with ingest
         q.janitor.scheduleAtFixedRate(q.retention::runQuietly, RetentionJanitor.PERIOD_MS / 3,
@@ -201,16 +189,17 @@ public final class QueenImpl implements Queen, ConsumerNode {
         q.janitor.scheduleWithFixedDelay(() -> q.quietly("idle group expiry", q.idleGroups::expire),
             RetentionJanitor.PERIOD_MS, RetentionJanitor.PERIOD_MS, TimeUnit.MILLISECONDS);
       }
-      q.startConnectors();
+      if (provider != null) {
+        q.connectors = provider.start(new ConnectorHostImpl(q, config.connection().schema(), config.node(),
+            config.payload().payloadTypes(), config.encryption(), config.connectors(), q, q.connectorKv, q.metrics()));
+      }
       if (config.http() != null) {
         q.http = io.queen.embedded.internal.http.HttpSurface.start(config.http(), q, r -> q.newDaemon("http", r),
-            q::databaseReachable, config.meterRegistry());
+            q::databaseReachable, config.metrics().registry());
       }
-      LOG.info("{} - Queen {} started: {}", config.nodeId(), Queen.version(), config.describe());
-      if (config.dataSource() != null && UNPOOLED.contains(config.dataSource().getClass().getName())) {
-        LOG.warn("{} - the DataSource given is a {}, which opens a new connection for every call (Queen makes several"
-            + " per message, each then costs a login): hand Queen a pool such as HikariCP, or give jdbcUrl(...) and"
-            + " Queen runs its own", config.nodeId(), config.dataSource().getClass().getSimpleName());
+      LOG.info("{} - Queen {} started: {}", nodeId, Queen.version(), config.describe());
+      if (config.connection().dataSource() != null) {
+        Pools.warnIfUnpooled(config.connection().dataSource(), nodeId);
       }
       return q;
     } catch (RuntimeException e) {
@@ -233,35 +222,17 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
   }
 
-  /** The core's schema and that of the first {@link io.queen.embedded.spi.ConnectorProvider} on the classpath. */
-  private static List<io.queen.embedded.spi.SchemaModule> schemaModules() {
-    List<io.queen.embedded.spi.SchemaModule> modules = new java.util.ArrayList<>(List.of(Migrator.CORE));
-    for (io.queen.embedded.spi.ConnectorProvider p : java.util.ServiceLoader.load(
-        io.queen.embedded.spi.ConnectorProvider.class, QueenImpl.class.getClassLoader())) {
-      modules.addAll(p.schema());
-      break;
-    }
-    return modules;
-  }
-
-  /** Starts the first {@link io.queen.embedded.spi.ConnectorProvider} on the classpath, if any. */
-  private void startConnectors() {
-    for (io.queen.embedded.spi.ConnectorProvider p : java.util.ServiceLoader.load(
-        io.queen.embedded.spi.ConnectorProvider.class, QueenImpl.class.getClassLoader())) {
-      connectors = p.start(new ConnectorHostImpl(this, config, this, connectorKv, metrics()));
-      return;
-    }
-  }
-
   /** How often the janitor removes push receipts older than the node's pushReceiptRetention. */
   static final long FORGET_RECEIPTS_PERIOD_MS = 60_000;
 
   /** Removes old push receipts (at most 100 chunks a pass; the next pass goes on); never throws. */
   public void forgetOldReceipts() {
     try {
-      long n = PushReceipts.forgetOldReceipts(ds, broker.schema(), config.pushReceiptRetention(), 100);
+      long n = PushReceipts.forgetOldReceipts(ds, broker.schema(),
+          config.housekeeping().pushReceiptRetention(), 100);
       if (n > 0) {
-        LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n, config.pushReceiptRetention());
+        LOG.debug("{} - removed {} push receipt(s) older than {}", config.nodeId(), n,
+            config.housekeeping().pushReceiptRetention());
       }
       if (metrics.enabled()) {
         PushReceipts.ReceiptsLeft left = PushReceipts.receiptsLeft(ds, broker.schema());
@@ -284,101 +255,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
     }
   }
 
-  /**
-   * Queen's own pool: every wait for a connection is bounded by {@code connectTimeout} (HikariCP's
-   * connection timeout, pgjdbc's connect and login timeouts), and the pool fails at once, within that
-   * bound, when the first connection cannot be made: a refused login is a {@link DatabaseLoginException},
-   * an unreachable server a transient {@link QueenDatabaseException} naming host and port. Neither
-   * carries the password or the URL's parameters.
-   */
-  private static HikariDataSource openPool(QueenConfig config) {
-    long ms = config.connectTimeout().toMillis();
-    int seconds = (int) Math.max(1, (ms + 999) / 1000); // pgjdbc takes whole seconds
-    HikariConfig hc = new HikariConfig();
-    hc.setJdbcUrl(config.jdbcUrl());
-    hc.setUsername(config.user());
-    hc.setPassword(config.password());
-    hc.setMaximumPoolSize(config.poolSize() + 1); // + the heartbeat's own connection
-    hc.setPoolName("queen-" + config.nodeId());
-    // Queen's statements are correct at READ COMMITTED only; set on each connection, whatever the database's
-    // default_transaction_isolation says (ReadCommitted explains why)
-    hc.setTransactionIsolation("TRANSACTION_READ_COMMITTED");
-    hc.setConnectionTimeout(ms);
-    hc.setValidationTimeout(Math.min(ms, 5_000));
-    // as strings: pgjdbc reads only string properties, and an Integer here was ignored (a server that accepted
-    // the connection and never answered held the start with no limit)
-    hc.addDataSourceProperty("connectTimeout", String.valueOf(seconds));
-    hc.addDataSourceProperty("loginTimeout", String.valueOf(seconds));
-    long t0 = System.nanoTime();
-    refuseABadLoginAtOnce(config, seconds);
-    // the pool's tries get what the probe left of connectTimeout, so a start never waits twice for one host
-    hc.setInitializationFailTimeout(Math.max(1, ms - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0)));
-    try {
-      return new HikariDataSource(hc);
-    } catch (RuntimeException e) { // HikariPool.PoolInitializationException
-      java.sql.SQLException login = Sql.loginFailure(e);
-      if (login != null) {
-        throw new DatabaseLoginException(config.user(), login.getSQLState(), login);
-      }
-      java.sql.SQLException refused = Sql.configurationFailure(e);
-      if (refused != null) {
-        throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " ("
-            + Sql.configurationFix(refused) + ")", refused.getSQLState(), false, Sql.sanitize(refused));
-      }
-      java.sql.SQLException cause = e.getCause() instanceof java.sql.SQLException se ? se : null;
-      throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " within connectTimeout "
-          + config.connectTimeout(), cause != null ? cause.getSQLState() : null, true, cause != null ? cause : e);
-    }
-  }
-
-  /**
-   * One connection straight from the driver before the pool starts: a login the server refuses (SQLState class 28),
-   * a database that does not exist (3D000) or a role that may not connect to it (42501) is refused at once, where the
-   * pool would try again every second until connectTimeout (none of them passes by waiting). Any other failure (a
-   * server still starting) is left to the pool's tries.
-   */
-  private static void refuseABadLoginAtOnce(QueenConfig config, int seconds) {
-    java.util.Properties props = new java.util.Properties();
-    if (config.user() != null) {
-      props.setProperty("user", config.user());
-    }
-    if (config.password() != null) {
-      props.setProperty("password", config.password());
-    }
-    props.setProperty("connectTimeout", Integer.toString(seconds));
-    props.setProperty("loginTimeout", Integer.toString(seconds));
-    try (java.sql.Connection c = new org.postgresql.Driver().connect(config.jdbcUrl(), props)) {
-      // reached and accepted: the pool opens its own
-    } catch (java.sql.SQLException e) {
-      if (e.getSQLState() != null && e.getSQLState().startsWith("28")) {
-        throw new DatabaseLoginException(config.user(), e.getSQLState(), e);
-      }
-      if (Sql.configurationFailure(e) != null) {
-        throw new QueenDatabaseException("connect to PostgreSQL at " + hostPort(config.jdbcUrl()) + " ("
-            + Sql.configurationFix(e) + ")", e.getSQLState(), false, Sql.sanitize(e));
-      }
-    }
-  }
-
-  /** The host:port part of a JDBC URL (no database, no parameters), for messages. */
-  static String hostPort(String url) {
-    String rest = url.substring("jdbc:postgresql:".length());
-    if (!rest.startsWith("//")) {
-      return "localhost:5432";
-    }
-    rest = rest.substring(2);
-    int end = rest.length();
-    for (char ch : new char[] {'/', '?'}) {
-      int i = rest.indexOf(ch);
-      if (i >= 0 && i < end) {
-        end = i;
-      }
-    }
-    String hp = rest.substring(0, end);
-    int at = hp.lastIndexOf('@'); // never echo credentials written into the authority
-    return at >= 0 ? hp.substring(at + 1) : hp;
-  }
-
   // ------------------------------------------------------------------------------ internal access
 
   public QueenConfig config() {
@@ -387,12 +263,12 @@ public final class QueenImpl implements Queen, ConsumerNode {
 
   @Override
   public Duration pollInterval() {
-    return config.pollInterval();
+    return config.node().pollInterval();
   }
 
   @Override
   public Duration closeGrace() {
-    return config.closeGrace();
+    return config.node().closeGrace();
   }
 
   @Override
@@ -478,8 +354,8 @@ public final class QueenImpl implements Queen, ConsumerNode {
   @Override
   public Thread newThread(String role, Runnable r) {
     String name = "queen-" + config.nodeId() + "-" + role;
-    if (config.threadFactory() != null) {
-      Thread t = config.threadFactory().newThread(r);
+    if (config.node().threadFactory() != null) {
+      Thread t = config.node().threadFactory().newThread(r);
       t.setName(name);
       return t;
     }
@@ -575,7 +451,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   @Override
   public io.queen.Connectors connectors() {
     checkOpen();
-    io.queen.embedded.spi.ConnectorPlugin p = connectors;
+    ConnectorPlugin p = connectors;
     if (p == null) {
       throw new UnsupportedOperationException(CONNECTORS_MISSING);
     }
@@ -586,7 +462,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
   public Status status() {
     checkOpen();
     Status s = status.read();
-    io.queen.embedded.spi.ConnectorPlugin p = connectors;
+    ConnectorPlugin p = connectors;
     return p == null ? s : new Status(s.takenAt(), s.queues(), p.connectors().status(), s.nodes());
   }
 
@@ -622,7 +498,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     if (h != null) {
       h.close(); // no new HTTP request; those in flight finish first (a waiting pop returns once the node closes)
     }
-    io.queen.embedded.spi.ConnectorPlugin p = connectors;
+    ConnectorPlugin p = connectors;
     if (p != null) {
       try {
         p.close(); // connector workers first: their subscriptions and leases go back before the rest
@@ -641,7 +517,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
         stopping.add(s);
       }
     }
-    long deadline = System.nanoTime() + config.closeGrace().toNanos();
+    long deadline = System.nanoTime() + config.node().closeGrace().toNanos();
     for (RunningSubscription s : stopping) {
       s.finishClose(deadline);
     }

@@ -56,17 +56,11 @@ public interface ConnectorHost {
   /** The node's AES-256 key (32 bytes, a copy), from the builder or {@code QUEEN_ENCRYPTION_KEY}; empty when none. */
   Optional<byte[]> encryptionKey();
 
-  /** Connector threads per node (the builder's {@code connectorThreads}). */
-  int connectorThreads();
-
-  /** Whether this node runs connector workers (the builder's {@code runConnectors}); it serves the registry either way. */
-  boolean runConnectors();
-
-  /** How often the registry is re-read (the builder's {@code connectorRefresh}, 5 s by default). */
-  Duration connectorRefresh();
-
-  /** The TTL of a source's ownership lease (the builder's {@code sourceLeaseTtl}, 10 s by default). */
-  Duration sourceLeaseTtl();
+  /**
+   * The connector module's settings, as its {@link ConnectorProvider#settings} resolved them: those given to the
+   * builder's {@code connectors(...)}, else the module's defaults.
+   */
+  ConnectorSettings settings();
 
   /** The grace period of {@link Queen#close()}. */
   Duration closeGrace();

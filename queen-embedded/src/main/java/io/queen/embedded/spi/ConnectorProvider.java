@@ -14,6 +14,14 @@ public interface ConnectorProvider {
   }
 
   /**
+   * The settings a node runs the module with: {@code given} (the builder's {@code connectors(...)}, null when none was
+   * called) or the module's defaults. Called before the node opens a connection; throws
+   * {@link IllegalArgumentException} for settings the module does not read (another module's), and the node does not
+   * start.
+   */
+  ConnectorSettings settings(ConnectorSettings given);
+
+  /**
    * Starts the connector runtime of one node. Called once, after the node is fully started; must return
    * quickly (start threads with {@link ConnectorHost#newThread}, never block on the database here).
    */

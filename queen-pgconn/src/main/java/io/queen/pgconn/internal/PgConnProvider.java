@@ -3,6 +3,8 @@ package io.queen.pgconn.internal;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.embedded.spi.ConnectorPlugin;
 import io.queen.embedded.spi.ConnectorProvider;
+import io.queen.embedded.spi.ConnectorSettings;
+import io.queen.pgconn.internal.spec.RuntimeOptions;
 import io.queen.embedded.spi.SchemaModule;
 import java.util.List;
 
@@ -23,8 +25,21 @@ public final class PgConnProvider implements ConnectorProvider {
     return List.of(SCHEMA);
   }
 
+  /** The options given to the node's builder ({@code ConnectorOptions}), or {@link RuntimeOptions#DEFAULTS}. */
+  @Override
+  public ConnectorSettings settings(ConnectorSettings given) {
+    if (given == null) {
+      return RuntimeOptions.DEFAULTS;
+    }
+    if (!(given instanceof RuntimeOptions)) {
+      throw new IllegalArgumentException("connectors(...) was given a " + given.getClass().getName()
+          + "; queen-pgconn reads io.queen.pgconn.ConnectorOptions");
+    }
+    return given;
+  }
+
   @Override
   public ConnectorPlugin start(ConnectorHost host) {
-    return new Registry(host, host.runConnectors());
+    return new Registry(host, (RuntimeOptions) host.settings());
   }
 }

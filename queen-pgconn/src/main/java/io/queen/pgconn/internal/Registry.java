@@ -15,6 +15,7 @@ import io.queen.pgconn.internal.source.Source;
 import io.queen.pgconn.internal.source.SourceAdmin;
 import io.queen.pgconn.internal.source.SourceMeters;
 import io.queen.pgconn.internal.spec.Ident;
+import io.queen.pgconn.internal.spec.RuntimeOptions;
 import io.queen.pgconn.internal.spec.SinkSpec;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
@@ -49,6 +50,7 @@ final class Registry implements Connectors, ConnectorPlugin {
   private static final long MIX_LOCK = 0x5155_4545_4e00_000aL;
 
   private final ConnectorHost host;
+  private final RuntimeOptions options;
   private final ObjectMapper mapper;
   private final String table;
   /** The sequence every put takes its document's version from. */
@@ -62,8 +64,9 @@ final class Registry implements Connectors, ConnectorPlugin {
   private final SinkMeters meters;
   private final SourceMeters sourceMeters;
 
-  Registry(ConnectorHost host, boolean run) {
+  Registry(ConnectorHost host, RuntimeOptions options) {
     this.host = host;
+    this.options = options;
     this.mapper = host.mapper();
     String schema = Ident.quote("Queen's schema", host.schema());
     this.table = schema + ".connectors";
@@ -71,9 +74,9 @@ final class Registry implements Connectors, ConnectorPlugin {
     this.key = host.encryptionKey().orElse(null);
     this.meters = SinkMeters.of(host.meterRegistry());
     this.sourceMeters = SourceMeters.of(host.meterRegistry());
-    this.executor = Executors.newScheduledThreadPool(host.connectorThreads(), r -> host.newThread("pg", r));
-    if (run) {
-      long every = host.connectorRefresh().toMillis();
+    this.executor = Executors.newScheduledThreadPool(options.threads(), r -> host.newThread("pg", r));
+    if (options.run()) {
+      long every = options.refresh().toMillis();
       executor.scheduleWithFixedDelay(this::refresh, 0, every, TimeUnit.MILLISECONDS);
     }
   }
@@ -396,7 +399,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     return get(name).map(d -> "source".equals(d.path("kind").asText())
         ? SourceAdmin.observed(host, name, d.path("enabled").asBoolean(true))
         : new ConnectorStatus(name, d.path("kind").asText("sink"), d.path("enabled").asBoolean(true)
-            && host.runConnectors() ? "starting" : "disabled", null, null, Map.of(), null));
+            && options.run() ? "starting" : "disabled", null, null, Map.of(), null));
   }
 
   @Override
@@ -524,7 +527,7 @@ final class Registry implements Connectors, ConnectorPlugin {
         }
         failed.remove(name);
         if (spec instanceof SinkSpec sinkSpec) {
-          Sink s = new Sink(host, sinkSpec, r.version, password, meters.connector(name));
+          Sink s = new Sink(host, options.refresh(), sinkSpec, r.version, password, meters.connector(name));
           sinks.put(name, s);
           if (closed.get()) { // close() began after the check above and may have missed it: not started, stopped here
             sinks.remove(name);
@@ -542,7 +545,7 @@ final class Registry implements Connectors, ConnectorPlugin {
           Source s;
           try {
             long v = r.version;
-            s = new Source(host, (SourceSpec) spec, v, password, sourceMeters, () -> storedVersion(name) == v);
+            s = new Source(host, options, (SourceSpec) spec, v, password, sourceMeters, () -> storedVersion(name) == v);
           } catch (IllegalStateException ise) {
             failed.put(name, new ConnectorStatus(name, "source", "error", "transient", ise.getMessage(), Map.of(), null));
             continue;

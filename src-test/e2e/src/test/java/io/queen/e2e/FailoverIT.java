@@ -8,6 +8,7 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -225,8 +226,9 @@ class FailoverIT {
 
   /** A node on the URL that names both servers, re-reading documents and taking over the source quickly. */
   private static Queen node(StandbyPair pair) {
-    return EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres").connectorRefresh(Duration.ofMillis(200))
-        .sourceLeaseTtl(Duration.ofSeconds(3)).start();
+    return EmbeddedQueen.builder().jdbcUrl(pair.url(), "postgres", "postgres")
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)))
+        .start();
   }
 
   private static void awaitPhase(Queen queen, String phase, int seconds) {

@@ -17,6 +17,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.queen.Queen;
 import io.queen.e2e.SinkFixtures.Pusher;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import io.queen.testkit.ChildJvm;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.Slow;
@@ -119,7 +120,7 @@ class SinkCrashIT {
     // a killed client's backend notices at once even while it waits on a lock (as a TCP reset would make it)
     sql(db, "alter database \"" + db.name() + "\" set client_connection_check_interval = '200ms'");
     try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer").encryptionKey(KEY)
-        .runConnectors(false).start()) {
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       observer.queue(Q).configure(c -> c); // the defaults: retryLimit 3, lease 30 s
       assertThat(observer.queue(Q).config().retryLimit()).isEqualTo(3);
       // batch 500 (from up to 500 partitions): the first blocked batch leases every partition that has messages,

@@ -14,6 +14,7 @@ import io.queen.PushItem;
 import io.queen.PushResult;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import io.queen.testkit.ChildJvm;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.Slow;
@@ -141,7 +142,7 @@ class SinkDeadLetterCrashIT {
     // a killed client's backend notices at once even mid-statement (as a TCP reset would make it)
     sql(db, "alter database \"" + db.name() + "\" set client_connection_check_interval = '200ms'");
     try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer").encryptionKey(KEY)
-        .runConnectors(false).start()) {
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       // the window between a dead letter's commit in the target and its record in Queen: 100 ms per dead letter
       sql(db, "create function slow_dead_letter() returns trigger language plpgsql as $$ begin perform pg_sleep(0.1);"
           + " return new; end $$", "create trigger slow_dead_letter before insert on queen.dead_letters for each row"

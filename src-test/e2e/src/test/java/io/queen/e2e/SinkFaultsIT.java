@@ -19,6 +19,7 @@ import io.queen.PushItem;
 import io.queen.Queen;
 import io.queen.e2e.SinkFixtures.Pusher;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.Slow;
@@ -56,7 +57,8 @@ class SinkFaultsIT {
 
   private static Queen node(TestDatabase t, String id) {
     return EmbeddedQueen.builder().jdbcUrl(t.jdbcUrl(), t.user(), t.password()).poolSize(12).nodeId(id).encryptionKey(KEY)
-        .connectorRefresh(Duration.ofMillis(200)).sessionTimeout(Duration.ofSeconds(2)).start();
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)))
+        .sessionTimeout(Duration.ofSeconds(2)).start();
   }
 
   /** Every account update sleeps 2 ms, so a batch of 50 spends most of its time inside its transaction. */

@@ -8,6 +8,7 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -94,8 +95,9 @@ class SlotInvalidatedIT {
   }
 
   private static Queen start(DataSource ds) {
-    return EmbeddedQueen.builder().dataSource(ds).connectorRefresh(Duration.ofMillis(200))
-        .sourceLeaseTtl(Duration.ofSeconds(3)).start();
+    return EmbeddedQueen.builder().dataSource(ds)
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(3)))
+        .start();
   }
 
   private static void awaitPhase(Queen queen, String phase) {

@@ -3,6 +3,7 @@ package io.queen.e2e;
 import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import java.time.Duration;
 
 /**
@@ -19,8 +20,8 @@ public final class SourceChild {
 
   public static void main(String[] args) throws Exception {
     Queen queen = EmbeddedQueen.builder().jdbcUrl(args[0], args[1], args[2]).poolSize(6)
-        .connectorRefresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(2))
-        .sessionTimeout(Duration.ofSeconds(2)).runConnectors(true).start();
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(2)))
+        .sessionTimeout(Duration.ofSeconds(2)).start();
     System.out.println("READY " + queen.nodeId());
     while (true) {
       for (ConnectorStatus s : queen.connectors().status()) {

@@ -8,6 +8,7 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import io.queen.testkit.ChildJvm;
 import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
@@ -78,7 +79,8 @@ class SourceCrashIT {
     children.forEach(ChildJvm::close);
     if (db != null) {
       // the next test's nodes must not run this one's source; deleting it drops its slot
-      try (Queen q = EmbeddedQueen.builder().dataSource(db.dataSource()).runConnectors(false).start()) {
+      try (Queen q = EmbeddedQueen.builder().dataSource(db.dataSource())
+          .connectors(ConnectorOptions.defaults().run(false)).start()) {
         q.connectors().delete(src);
       }
     }
@@ -266,7 +268,8 @@ class SourceCrashIT {
   void ownersKilledMidStreamLoseAndDuplicateNothing(TestDatabase db, DataSource ds) throws Exception {
     createTables(db);
     Random rnd = new Random(7);
-    try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer").runConnectors(false).start()) {
+    try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer")
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       observer.connectors().put(src, t("{\"kind\": \"source\", \"source\": {\"tables\": [{\"table\": \"public.items\","
           + " \"queue\": \"" + queue + "\"}], \"snapshot\": \"never\", \"maxBundleMessages\": 50}}"));
       ChildJvm first = child(db);
@@ -325,7 +328,8 @@ class SourceCrashIT {
       existing.add(i);
     }
     Random rnd = new Random(11);
-    try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer").runConnectors(false).start()) {
+    try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer")
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       observer.connectors().put(src, t("{\"kind\": \"source\", \"source\": {\"tables\": [{\"table\": \"public.items\","
           + " \"queue\": \"" + queue + "\"}], \"snapshotChunkRows\": 500}}"));
       int kills = 0;
@@ -402,7 +406,8 @@ class SourceCrashIT {
   void aBigTransactionWhoseOwnerIsKilledHalfwayArrivesOnce(TestDatabase db, DataSource ds) throws Exception {
     createTables(db);
     int rows = 200_000;
-    try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer").runConnectors(false).start()) {
+    try (Queen observer = EmbeddedQueen.builder().dataSource(ds).nodeId("observer")
+        .connectors(ConnectorOptions.defaults().run(false)).start()) {
       observer.connectors().put(src, t("{\"kind\": \"source\", \"source\": {\"tables\": [{\"table\": \"public.items\","
           + " \"queue\": \"" + queue + "\", \"partitionBy\": \"single\"}], \"snapshot\": \"never\", \"maxBundleMessages\": 5000}}"));
       ChildJvm owner = child(db);

@@ -26,7 +26,8 @@ final class Watches {
 
   static HorizonWatch horizon(Queen queen) {
     QueenImpl node = (QueenImpl) queen;
-    return new HorizonWatch(node.nodeId(), node.dataSource(), node.metrics(), node.config().horizonWarnAfter());
+    return new HorizonWatch(node.nodeId(), node.dataSource(), node.metrics(),
+        node.config().housekeeping().horizonWarnAfter());
   }
 
   static StatisticsGuard statistics(Queen queen) {

@@ -15,6 +15,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -49,6 +50,8 @@ public final class Sink {
   final SinkSpec spec;
   private final long version;
   private final ConnectorHost host;
+  /** How often the node re-reads the connector documents: how old the reading of the table's shape may get. */
+  private final Duration refresh;
   private final String password;
   private final TargetConnections connections;
   private final RowStatements rows;
@@ -73,13 +76,15 @@ public final class Sink {
   private volatile boolean stopped;
   private final SinkMeters.Connector meters;
 
-  Sink(ConnectorHost host, SinkSpec spec, long version, String password) {
-    this(host, spec, version, password, SinkMeters.NOOP_CONNECTOR);
-  }
-
-  public Sink(ConnectorHost host, SinkSpec spec, long version, String password, SinkMeters.Connector meters) {
+  /**
+   * @param refresh how often the node re-reads the connector documents ({@code ConnectorOptions.refresh}): how old
+   *     this sink's reading of its table's shape may get
+   */
+  public Sink(ConnectorHost host, Duration refresh, SinkSpec spec, long version, String password,
+      SinkMeters.Connector meters) {
     this.meters = meters;
     this.host = host;
+    this.refresh = refresh;
     this.spec = spec;
     this.version = version;
     this.password = password;
@@ -290,14 +295,14 @@ public final class Sink {
   }
 
   /**
-   * Reads the table's shape again when the last read is older than {@code connectorRefresh} (the cadence at which
+   * Reads the table's shape again when the last read is older than {@code refresh} (the cadence at which
    * nodes re-read the documents) or a statement said the table changed: a column added is written from then on,
    * one dropped is no longer named. A table that no longer passes the start check stops the loop (below).
    */
   private void readShapeIfDue(Connection c) throws SQLException {
     TargetTable was = rows.table();
     boolean forced = shapeStale;
-    if (was == null || (!forced && System.nanoTime() - shapeReadAt < host.connectorRefresh().toNanos())) {
+    if (was == null || (!forced && System.nanoTime() - shapeReadAt < refresh.toNanos())) {
       return;
     }
     if (forced) {

@@ -6,6 +6,7 @@ import io.queen.KvEntry;
 import io.queen.KvWriteResult;
 import io.queen.embedded.spi.ConnectorHost;
 import io.queen.pgconn.internal.spec.ErrorCode;
+import io.queen.pgconn.internal.spec.RuntimeOptions;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -36,6 +37,8 @@ public final class Source implements Stream.Owner {
   private static final Logger LOG = LoggerFactory.getLogger(Source.class);
 
   private final ConnectorHost host;
+  /** How often the node re-reads the connector documents: a failed stream tries again this often. */
+  private final java.time.Duration refresh;
   private final SourceSpec spec;
   private final long version;
   private final String password;
@@ -73,23 +76,25 @@ public final class Source implements Stream.Owner {
   private String idleSaid = "";
   private volatile long lastCommitMicros;
 
-  public Source(ConnectorHost host, SourceSpec spec, long version, String password, SourceMeters meters) {
-    this(host, spec, version, password, meters, () -> true);
+  public Source(ConnectorHost host, RuntimeOptions options, SourceSpec spec, long version, String password,
+      SourceMeters meters) {
+    this(host, options, spec, version, password, meters, () -> true);
   }
 
   /**
    * @param stored whether this document (this version) is still the stored one: asked before the source creates a
    *     slot, so a node whose registry has not seen a delete yet does not create a slot nobody would drop
    */
-  public Source(ConnectorHost host, SourceSpec spec, long version, String password, SourceMeters meters,
-      java.util.function.BooleanSupplier stored) {
+  public Source(ConnectorHost host, RuntimeOptions options, SourceSpec spec, long version, String password,
+      SourceMeters meters, java.util.function.BooleanSupplier stored) {
     this.stored = stored;
     this.host = host;
+    this.refresh = options.refresh();
     this.spec = spec;
     this.version = version;
     this.password = password;
     this.codec = new DecoderCodec();
-    this.lease = new Lease(host.kv(), spec.name(), host.nodeId(), host.sourceLeaseTtl());
+    this.lease = new Lease(host.kv(), spec.name(), host.nodeId(), options.sourceLeaseTtl());
     this.takeover = new Takeover(host, spec, lease);
     this.meters = meters.connector(spec.name(), new SourceMeters.Gauges(this::slotLagGauge, () -> pointerLsn,
         this::lagSecondsGauge));
@@ -288,7 +293,7 @@ public final class Source implements Stream.Owner {
   // ------------------------------------------------------------------------------ the owner thread
 
   private void run() {
-    long retry = host.connectorRefresh().toMillis();
+    long retry = refresh.toMillis();
     try {
       while (!stopped) {
         if (withdrawn || !storedNow()) {

@@ -51,7 +51,7 @@ public final class SourceAdmin {
   }
 
   /**
-   * The status of a source this node does not run (a node built with {@code runConnectors(false)}, or one that has
+   * The status of a source this node does not run (a node built with {@code run(false)}, or one that has
    * not read the document yet): the lease's node and expiry and the pointer, read from KV like on every node;
    * phase {@code standby} while some node holds the lease, else {@code disabled}; no counters (they are per node).
    */

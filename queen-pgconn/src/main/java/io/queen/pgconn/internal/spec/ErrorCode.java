@@ -73,8 +73,8 @@ public enum ErrorCode {
       + " connection and Queen's DataSource does not tell them: give the source document a connection block"),
   STREAM_FAILED("stream_failed", "a change could not be made into a message or pushed, in a way that does not pass"
       + " (the reason names the table, column or limit, never a value), for example a row above maxPayloadBytes: the"
-      + " source tries it again every connectorRefresh and shows this until a bundle past it commits; remove the"
-      + " cause (raise maxPayloadBytes on every node), or resync to start over"),
+      + " source tries it again every ConnectorOptions.refresh and shows this until a bundle past it commits; remove"
+      + " the cause (raise maxPayloadBytes on every node), or resync to start over"),
   SETUP_FAILED("setup_failed", "PostgreSQL refused a statement of the source's setup in a way that does not pass (its"
       + " SQLSTATE and message follow; often a privilege, such as altering a publication another role owns): fix what"
       + " it names; tried again at every re-read"),

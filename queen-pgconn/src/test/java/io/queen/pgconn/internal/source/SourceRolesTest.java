@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import io.queen.pgconn.internal.spec.ErrorCode;
 import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.LogCapture;
@@ -49,7 +50,7 @@ class SourceRolesTest {
   void start(TestDatabase db) {
     this.db = db;
     queen = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(KEY)
-        .connectorRefresh(Duration.ofMillis(200)).start();
+        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start();
   }
 
   @AfterEach
@@ -320,7 +321,7 @@ class SourceRolesTest {
           .satisfies(e -> assertThat(e.getMessage()).doesNotContain(password));
       // a node without the key cannot open the sealed password: the error says so, without the password
       try (Queen noKey = EmbeddedQueen.builder().dataSource(db.dataSource()).encryptionKey(null)
-          .connectorRefresh(Duration.ofMillis(200)).start()) {
+          .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200))).start()) {
         await().atMost(Duration.ofSeconds(20)).until(() -> "no_encryption_key".equals(
             noKey.connectors().status("secret-src").orElseThrow().errorCode()));
         assertThat(noKey.connectors().status("secret-src").orElseThrow().toString()).doesNotContain(password);

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.pgconn.ConnectorOptions;
 import io.queen.pgconn.internal.spec.ErrorCode;
 import io.queen.pgconn.internal.spec.SourceSpec;
 import io.queen.testkit.EnabledForPostgresVersion;
@@ -184,8 +185,8 @@ class SourceSetupTest {
 
   @Test
   void theLeaseHasOneHolderRunsOutWhenAbandonedAndIsGivenBackAtOnce(DataSource ds) throws Exception {
-    try (Queen a = EmbeddedQueen.builder().dataSource(ds).runConnectors(false).start();
-        Queen b = EmbeddedQueen.builder().dataSource(ds).runConnectors(false).start()) {
+    try (Queen a = EmbeddedQueen.builder().dataSource(ds).connectors(ConnectorOptions.defaults().run(false)).start();
+        Queen b = EmbeddedQueen.builder().dataSource(ds).connectors(ConnectorOptions.defaults().run(false)).start()) {
       Lease la = new Lease(a.kv(), "lease-src", "node-a", Duration.ofSeconds(1));
       Lease lb = new Lease(b.kv(), "lease-src", "node-b", Duration.ofSeconds(1));
       assertThat(la.acquire()).isTrue();
