@@ -487,15 +487,6 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   private record Row(String document, byte[] sealed, long version) {}
 
-  /**
-   * Simulates a crash of this node's source {@code name} (the fault tests' seam, reached from their package): it
-   * stops streaming and its lease is neither renewed nor given back. True when it was running here.
-   */
-  boolean halt(String name) {
-    Source s = sources.get(name);
-    return s != null && s.halt();
-  }
-
   @Override
   public void close() {
     if (!closed.compareAndSet(false, true)) {
