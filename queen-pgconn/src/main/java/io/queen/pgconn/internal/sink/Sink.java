@@ -362,7 +362,8 @@ public final class Sink {
    * loop to acknowledge without waiting: the next batch's target transaction then runs while that ack commits
    * (a lost ack only redelivers messages the progress rows make no-ops). Otherwise one Queen transaction, in
    * offset order: the completed ones, each dead letter ({@code DEAD_LETTER}), and each refused head with
-   * attempts left ({@code FAILED}: one attempt on the cursor, durable and seen by every node; the partition
+   * tries left ({@code FAILED}: one attempt on the cursor, seen by every node, its tries already counted on the
+   * progress row; the partition
    * waits the queue's {@code retryDelay} and its lease is released with it, so the messages held after the head
    * come again). Nothing here waits: the other partitions' next batches are not held up by the backoff.
    */
