@@ -106,7 +106,7 @@ class StartupTest {
 
   @Test
   void theMessageTableIsVacuumedWithoutCostPauses(DataSource ds) throws Exception {
-    // retention's bulk deletes need a vacuum that keeps up (examples/BENCHMARKS.md, "sustained_push_pop")
+    // retention's bulk deletes need a vacuum that keeps up (src-test/bench/BENCHMARKS.md, "sustained_push_pop")
     try (Queen q = EmbeddedQueen.builder().dataSource(ds).schema("vac").start();
         Connection c = ds.getConnection(); Statement st = c.createStatement();
         ResultSet rs = st.executeQuery("select array_to_string(reloptions, ',') from pg_class"

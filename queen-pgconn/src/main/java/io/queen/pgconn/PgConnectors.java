@@ -240,6 +240,14 @@ public final class PgConnectors {
       return this;
     }
 
+    /**
+     * {@code maxAttempts} (1..100, default 3): how many times a message the target refuses (a data error) is tried
+     * before it is dead-lettered, exactly, whether it came alone or in a statement shared with other messages (that
+     * statement's refusal counts as one of its tries), on any mix of nodes; the count is kept on the partition's row
+     * in {@code queen.sink_progress}. A try whose target transaction never commits (a crash, a lost connection) is
+     * not counted. With 1 the sink applies message by message (slower): a message never shares a statement while a
+     * refusal there would be its last try.
+     */
     public SinkDocument maxAttempts(int v) {
       body.put("maxAttempts", v);
       return this;

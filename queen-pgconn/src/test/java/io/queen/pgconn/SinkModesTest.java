@@ -235,7 +235,8 @@ class SinkModesTest {
     queen.push(items);
     sql("CREATE SCHEMA IF NOT EXISTS queen");
     sql("CREATE TABLE IF NOT EXISTS queen.sink_progress (sink text NOT NULL, partition_id bigint NOT NULL, partition"
-        + " text NOT NULL, last_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),"
+        + " text NOT NULL, last_offset bigint NOT NULL, tried_offset bigint, tries int NOT NULL DEFAULT 0,"
+        + " updated_at timestamptz NOT NULL DEFAULT now(),"
         + " PRIMARY KEY (sink, partition_id))"); // as the module README documents it
     sql("INSERT INTO queen.sink_progress (sink, partition_id, partition, last_offset) SELECT 'steps', p.id, p.name,"
         + " CASE p.name WHEN 'ahead' THEN 4 ELSE -7 END FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id"

@@ -18,13 +18,16 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * How often a poison message runs against the target, counted by the target itself: a trigger on the table takes a
  * value of a sequence each time PostgreSQL runs the poison's row (a sequence is not rolled back with the refused
- * statement). And what its dead letter says: in the target ({@code queen.sink_dead_letters}, beside the data) the
- * database's message as PostgreSQL wrote it, with the constraint, column, table and SQLState; in Queen's dead-letter
- * record and in the logs the same with values masked.
+ * statement): exactly maxAttempts, alone or in a statement shared with other messages. And what its dead letter says:
+ * in the target ({@code queen.sink_dead_letters}, beside the data) the database's message as PostgreSQL wrote it, with
+ * the constraint, column, table and SQLState; in Queen's dead-letter record and in the logs the same with values
+ * masked.
  */
 @QueenPostgres
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
@@ -105,22 +108,42 @@ class SinkPoisonTest {
   }
 
   /**
-   * A poison that shares the batch's one statement with other messages: PostgreSQL's error does not say which row it
-   * refused, so in that first delivery each message then runs on its own, the poison included. Its own tries are
-   * exactly maxAttempts; the statement ran it once more.
+   * A poison runs exactly maxAttempts times whether it comes alone or shares the batch's one statement with good
+   * messages. In a shared statement PostgreSQL's error does not say which row it refused, so each message then runs on
+   * its own: the poison is the first refused there, and it is charged two tries, the statement's and its own. The
+   * count is kept on its partition's progress row in the target, so a later delivery goes on from it; the good
+   * messages land once. Its dead letter in the target keeps the database's message as PostgreSQL wrote it.
    */
-  @Test
-  void aPoisonInABatchStatementRunsOnceMoreOnlyThroughThatStatement() throws Exception {
+  @ParameterizedTest(name = "maxAttempts {0}, {1}")
+  @CsvSource({"1, alone", "2, alone", "3, alone", "1, in a batch", "2, in a batch", "3, in a batch"})
+  void aPoisonRunsExactlyMaxAttemptsTimesAloneOrInABatchStatement(int maxAttempts, String how) throws Exception {
+    boolean batch = how.equals("in a batch");
     try (Queen q = node()) {
-      q.push(List.of(PushItem.to("stock", "s", Map.of("id", 1, "qty", 1)),
-          PushItem.to("stock", "s", Map.of("id", 2, "qty", -5)),
-          PushItem.to("stock", "s", Map.of("id", 3, "qty", 3))));
-      putSink(q, "upsert"); // after the push: the first batch holds all three
+      q.queue("stock").configure(b -> b.retryDelay(Duration.ofMillis(200)));
+      q.push(batch ? List.of(PushItem.to("stock", "s", Map.of("id", 1, "qty", 1)),
+              PushItem.to("stock", "s", Map.of("id", 2, "qty", -5)),
+              PushItem.to("stock", "s", Map.of("id", 3, "qty", 3)))
+          : List.of(PushItem.to("stock", "s", Map.of("id", 2, "qty", -5))));
+      // after the push: the first batch holds all of them
+      q.connectors().put("stock-sink", "{\"kind\": \"sink\", \"sink\": {\"queue\": \"stock\", \"table\": \"stock\","
+          + " \"mode\": \"upsert\", \"maxAttempts\": " + maxAttempts + "}}");
       DeadLetter d = deadLetter(q);
-      assertThat(d.offset()).isEqualTo(1);
-      assertThat(d.attempts()).isEqualTo(3);
-      assertThat(runs()).as("maxAttempts tries on its own, and the batch's statement").isEqualTo(4);
-      assertThat(f.rows("select id, qty from stock order by id")).containsExactly("1 | 1", "3 | 3");
+      assertThat(d.offset()).isEqualTo(batch ? 1 : 0);
+      assertThat(runs()).as("the poison's row ran exactly maxAttempts times").isEqualTo(maxAttempts);
+      assertThat(d.error()).isEqualTo("sink 'stock-sink' gave up after " + maxAttempts + " attempt(s): SQLException"
+          + " (sanitised org.postgresql.util.PSQLException, SQLState 23514): new row for relation \"…\" violates check"
+          + " constraint \"…\"; constraint qty_not_negative; table stock");
+      // Queen's count is of deliveries refused: the first of a poison in a shared statement held two tries
+      assertThat(d.attempts()).isEqualTo(batch && maxAttempts > 1 ? maxAttempts - 1 : maxAttempts);
+      assertThat(f.rows("select \"offset\", error from queen.sink_dead_letters where sink = 'stock-sink'"))
+          .containsExactly((batch ? "1" : "0") + " | new row for relation \"stock\" violates check constraint"
+              + " \"qty_not_negative\"; constraint qty_not_negative; table public.stock; SQLState 23514");
+      await().atMost(10, TimeUnit.SECONDS).untilAsserted(() ->
+          assertThat(f.rows("select id, qty from stock order by id"))
+              .containsExactlyElementsOf(batch ? List.of("1 | 1", "3 | 3") : List.of()));
+      assertThat(q.connectors().status("stock-sink").orElseThrow().counters())
+          .as("the good messages landed once").containsEntry("applied", batch ? 2L : 0L)
+          .containsEntry("skipped", 0L).containsEntry("dlq", 1L);
     }
   }
 

@@ -185,6 +185,8 @@ class SinkStartChecksTest {
             partition_id bigint      NOT NULL,
             partition    text        NOT NULL,
             last_offset  bigint      NOT NULL,
+            tried_offset bigint,
+            tries        int         NOT NULL DEFAULT 0,
             updated_at   timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (sink, partition_id))""");
       st.execute("""

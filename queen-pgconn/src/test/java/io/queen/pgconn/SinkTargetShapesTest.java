@@ -200,7 +200,8 @@ class SinkTargetShapesTest {
       st.execute("create role " + role + " login password 'p-rls'");
       st.execute("create schema if not exists queen");
       st.execute("create table if not exists queen.sink_progress (sink text not null, partition_id bigint not null,"
-          + " partition text not null, last_offset bigint not null, updated_at timestamptz not null default now(),"
+          + " partition text not null, last_offset bigint not null, tried_offset bigint, tries int not null default 0,"
+          + " updated_at timestamptz not null default now(),"
           + " primary key (sink, partition_id))");
       st.execute("create table if not exists queen.sink_dead_letters (sink text not null, partition_id bigint not null,"
           + " \"offset\" bigint not null, error text not null, created_at timestamptz not null default now(),"

@@ -7,7 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.queen.KvEntry;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.pgconn.internal.SourceCrash;
+import io.queen.testkit.ChildJvm;
 import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A big transaction pushed in pieces, its owner crashed part way: the next owner re-reads the transaction from its
+ * A big transaction pushed in pieces, its owner (a node in a JVM of its own) killed part way: the next owner re-reads the transaction from its
  * start and must skip the pieces the pointer covers without moving the pointer back. It once handed each covered
  * piece's pointer over (count 1, 2, ... below the crash's), so every later piece was pushed again and only the
  * transaction-id check in Queen kept the copies out (not once retention had removed the first ones).
@@ -32,9 +32,13 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class SourceBigTransactionReplayTest {
   private final List<Queen> nodes = new ArrayList<>();
+  private ChildJvm child;
 
   @AfterEach
   void stop() {
+    if (child != null) {
+      child.close();
+    }
     for (int i = nodes.size() - 1; i >= 0; i--) {
       nodes.get(i).close();
     }
@@ -62,8 +66,8 @@ class SourceBigTransactionReplayTest {
         .start();
     nodes.add(observer);
     observer.connectors().put("big-src", SourceFixture.sourceDoc("public.bigt", "bigq", "\"maxBundleMessages\": 1"));
-    Queen a = node(db, "big-a");
-    SourceFixture.awaitPhase(a, "big-src", "streaming", Duration.ofSeconds(20));
+    child = SourceNodeChild.start(db, "big-a", Duration.ofSeconds(1));
+    SourceNodeChild.awaitStatus(child, "big-src", "streaming big-a", Duration.ofSeconds(30));
 
     int rows = 1500;
     f.sql("insert into bigt select g, 'n' || g from generate_series(1, " + rows + ") g");
@@ -71,8 +75,9 @@ class SourceBigTransactionReplayTest {
       JsonNode p = pointer(observer);
       return p != null && !p.path("complete").asBoolean(true) && p.path("count").asInt() >= 100;
     });
-    assertThat(SourceCrash.halt(a, "big-src")).isTrue();
+    SourceNodeChild.crash(db, child, "big-a");
     JsonNode atCrash = pointer(observer);
+    assertThat(atCrash.path("complete").asBoolean(true)).as("killed part way through the transaction").isFalse();
     int covered = atCrash.path("count").asInt();
     String lsn = atCrash.path("lsn").asText();
 

@@ -8,7 +8,7 @@ import static org.awaitility.Awaitility.await;
 import io.queen.ConnectorStatus;
 import io.queen.Queen;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.pgconn.internal.SourceCrash;
+import io.queen.testkit.ChildJvm;
 import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.QueenPostgres;
 import io.queen.testkit.RequiresLogicalReplication;
@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Who streams a source: one node of several (the others {@code standby}, naming it), a crashed owner replaced once
- * its lease runs out, a closed one at once (the lease given back), a restart under the same node id and under a
+ * Who streams a source: one node of several (the others {@code standby}, naming it), a crashed owner (a node in a JVM
+ * of its own, killed) replaced once its lease runs out, a closed one at once (the lease given back), a restart under the same node id and under a
  * new one, while a writer keeps committing; every change arrives once, per key in commit order (a trigger's audit
  * is the reference). The status is the same from every node, a node that runs no connectors included.
  */
@@ -37,6 +37,7 @@ class SourceOwnershipTest {
   static final Duration TTL = Duration.ofSeconds(3);
   static final String SRC3 = "three-src";
   final List<Queen> nodes = new ArrayList<>();
+  final List<ChildJvm> children = new ArrayList<>();
   TestDatabase db;
 
   Queen node(String id) {
@@ -49,6 +50,7 @@ class SourceOwnershipTest {
 
   @AfterEach
   void closeAll() {
+    children.forEach(ChildJvm::close);
     try (Queen q = EmbeddedQueen.builder().dataSource(db.dataSource())
         .connectors(ConnectorOptions.defaults().run(false)).start()) {
       q.connectors().list().forEach(q.connectors()::delete); // the next test's nodes must not run this one's source
@@ -226,34 +228,39 @@ class SourceOwnershipTest {
         .start();
     nodes.add(observer);
     observer.connectors().put(SRC3, SourceFixture.sourceDoc("public.items3", "three", ""));
-    Map<String, Queen> three = new java.util.LinkedHashMap<>();
-    for (String id : List.of("n1", "n2", "n3")) {
-      three.put(id, node(id));
+    // the owner runs in a JVM of its own, so that it can crash: started first, it takes the lease; two more nodes
+    // here stand by, naming it
+    String owner = "n1";
+    ChildJvm n1 = SourceNodeChild.start(db, owner, TTL);
+    children.add(n1);
+    SourceNodeChild.awaitStatus(n1, SRC3, "streaming " + owner, Duration.ofSeconds(30));
+    Map<String, Queen> rest = new java.util.LinkedHashMap<>();
+    for (String id : List.of("n2", "n3")) {
+      rest.put(id, node(id));
     }
-    String owner = awaitOneOwner(three);
-    for (var e : three.entrySet()) {
-      ConnectorStatus s = status(e.getValue(), SRC3);
-      assertThat(s.phase()).isEqualTo(e.getKey().equals(owner) ? "streaming" : "standby");
-      assertThat(s.leaseNode()).isEqualTo(owner);
+    for (Queen q : rest.values()) {
+      awaitPhase(q, SRC3, "standby", Duration.ofSeconds(10));
+      assertThat(status(q, SRC3).leaseNode()).isEqualTo(owner);
     }
+    assertThat(SourceNodeChild.awaitStatus(n1, SRC3, "", Duration.ofSeconds(5)))
+        .as("the owner's own status, once the others stand by").startsWith("streaming", owner);
     f.sql("insert into items3 values (1, 1, 'one')");
-    await().atMost(Duration.ofSeconds(10)).until(() -> status(three.get(owner), SRC3).messages() == 1);
+    SourceNodeChild.awaitStatus(n1, SRC3, "streaming " + owner + " 1 ", Duration.ofSeconds(10));
     // the status from a node that runs no connectors: owner, lease expiry, pointer
     ConnectorStatus seen = status(observer, SRC3);
-    ConnectorStatus own = status(three.get(owner), SRC3);
     assertThat(seen.leaseNode()).isEqualTo(owner);
     assertThat(seen.leaseExpiresAt()).isAfter(Instant.now()).isBefore(Instant.now().plus(TTL).plusSeconds(1));
     assertThat(seen.pointer()).isNotNull();
     assertThat(seen.pointerLsn()).isNotNull().isEqualTo(seen.pointer().get("lsn").asText());
     assertThat(seen.phase()).isEqualTo("standby");
-    assertThat(own.pointerLsn()).isEqualTo(seen.pointerLsn());
+    // the owner's own status shows the same pointer
+    n1.awaitLine(l -> l.startsWith("STATUS " + SRC3 + " streaming " + owner + " ")
+        && l.endsWith(" " + seen.pointerLsn()), Duration.ofSeconds(5));
 
-    // a crash: the lease is neither renewed nor given back; another node takes over once it ran out
-    assertThat(SourceCrash.halt(three.get(owner), SRC3)).isTrue();
+    // a crash (SIGKILL): the lease is neither renewed nor given back; another node takes over once it ran out
     long crashed = System.nanoTime();
+    SourceNodeChild.crash(db, n1, owner);
     f.sql("insert into items3 values (2, 1, 'two')");
-    Map<String, Queen> rest = new java.util.LinkedHashMap<>(three);
-    rest.remove(owner);
     String second = awaitOneOwner(rest);
     long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - crashed);
     assertThat(took).as("taken over within the lease TTL (and the standby's poll)")
@@ -265,9 +272,9 @@ class SourceOwnershipTest {
     // the last node takes it at its next poll, every TTL/3, so within TTL/3 and its setup (65 to 650 ms measured
     // after close() returned); the bound of one TTL leaves two seconds for a loaded machine. A lease left to run out
     // would still name the closed node right after close().
-    rest.remove(second);
+    Queen secondNode = rest.remove(second);
     String third = rest.keySet().iterator().next();
-    three.get(second).close();
+    secondNode.close();
     long closed = System.nanoTime();
     assertThat(status(observer, SRC3).leaseNode()).as("the lease given back by the close, not left to run out")
         .isNotEqualTo(second);

@@ -13,7 +13,7 @@ import io.queen.Message;
 import io.queen.Queen;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.pgconn.internal.SourceCrash;
+import io.queen.testkit.ChildJvm;
 import io.queen.testkit.EnabledForPostgresVersion;
 import io.queen.testkit.LogCapture;
 import io.queen.testkit.QueenPostgres;
@@ -416,52 +416,63 @@ class SourceSnapshotTest {
   void anOwnerCrashedMidSnapshotIsTakenOverAndEveryRowArrivesExactlyOnce() throws Exception {
     sql("CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)",
         "INSERT INTO stock SELECT g, g % 17 FROM generate_series(1, 3000) g");
+    Duration ttl = Duration.ofSeconds(3);
     queen.close();
-    Queen a = EmbeddedQueen.builder().dataSource(db.dataSource())
-        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(1)))
-        .start();
-    Queen b = EmbeddedQueen.builder().dataSource(db.dataSource())
-        .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(Duration.ofSeconds(1)))
-        .start();
-    queen = b;
-    try {
-      a.connectors().put("stock-src", """
-          {"kind": "source", "source": {"tables": [{"table": "public.stock", "queue": "stock"}],
-           "snapshotChunkRows": 200}}""");
+    // the owner runs in a JVM of its own, so that it can crash; a node here stands by
+    try (ChildJvm a = SourceNodeChild.start(db, "snap-a", ttl); Connection hold = db.connection();
+        Statement holdSt = hold.createStatement()) {
+      // the table locked until the standby runs: the owner takes the lease and waits in its setup, snapshotting
+      // nothing yet
+      hold.setAutoCommit(false);
+      holdSt.execute("LOCK TABLE stock IN ACCESS EXCLUSIVE MODE");
+      try (Queen admin = EmbeddedQueen.builder().dataSource(db.dataSource())
+          .connectors(ConnectorOptions.defaults().run(false)).start()) {
+        admin.connectors().put("stock-src", """
+            {"kind": "source", "source": {"tables": [{"table": "public.stock", "queue": "stock"}],
+             "snapshotChunkRows": 200}}""");
+      }
+      a.awaitLine(l -> l.startsWith("STATUS stock-src ") && l.split(" ")[3].equals("snap-a"), Duration.ofSeconds(30));
+      queen = EmbeddedQueen.builder().dataSource(db.dataSource()).nodeId("snap-b")
+          .connectors(ConnectorOptions.defaults().refresh(Duration.ofMillis(200)).sourceLeaseTtl(ttl)).start();
+      Queen b = queen;
+      SourceFixture.awaitPhase(b, "stock-src", "standby", Duration.ofSeconds(10));
+      assertThat(readEvents("stock")).isZero();
+      hold.commit();
       // the owner copies a few chunks, then dies without giving its lease back
-      await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(5)).until(() -> {
-        for (Queen q : List.of(a, b)) {
-          ConnectorStatus st = q.connectors().status("stock-src").orElse(null);
-          if (st != null && st.counters().getOrDefault("snapshotRows", 0L) >= 600) {
-            return true;
-          }
-        }
-        return false;
-      });
-      Queen owner = a.connectors().status("stock-src").orElseThrow().counters().getOrDefault("snapshotRows", 0L) > 0
-          ? a : b;
-      Queen other = owner == a ? b : a;
-      assertThat(SourceCrash.halt(owner, "stock-src")).isTrue();
+      await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(5)).until(() -> readEvents("stock") >= 600);
+      SourceNodeChild.crash(db, a, "snap-a");
+      // every row the crashed owner committed, counted in Queen before the standby can have taken over: the lease,
+      // renewed every TTL/3, runs for two seconds more at least, and still names the crashed owner below
+      long copiedFirst = readEvents("stock");
+      assertThat(status("stock-src").leaseNode()).as("counted before the takeover").isEqualTo("snap-a");
+      assertThat(copiedFirst).as("killed mid-snapshot").isLessThan(3000);
       await().atMost(Duration.ofSeconds(60)).until(() -> {
-        ConnectorStatus st = other.connectors().status("stock-src").orElseThrow();
-        return st.phase().equals("streaming") && other.nodeId().equals(st.leaseNode());
+        ConnectorStatus st = b.connectors().status("stock-src").orElseThrow();
+        return st.phase().equals("streaming") && b.nodeId().equals(st.leaseNode());
       });
-      queen = other;
       List<Message> all = read("stock", 3000);
       Thread.sleep(500);
       all.addAll(queen.queue("stock").group("reader").subscription(SubscriptionMode.ALL).autoAck(true).batch(100)
           .partitions(100).pop());
-      // rows are counted by the node that committed them, when it committed them: the halted owner's last bundle can
-      // commit after the takeover, so the counters are read once every row is in Queen
-      long copiedFirst = owner.connectors().status("stock-src").orElseThrow().counters().get("snapshotRows");
-      long copiedSecond = other.connectors().status("stock-src").orElseThrow().counters().get("snapshotRows");
-      assertThat(copiedFirst + copiedSecond).isEqualTo(3000);
+      long copiedSecond = status("stock-src").counters().get("snapshotRows");
+      assertThat(copiedFirst + copiedSecond).as("the next owner copied only what was left").isEqualTo(3000);
       assertThat(all).hasSize(3000);
       assertThat(all).extracting(Message::partition).doesNotHaveDuplicates();
       assertThat(all).extracting(m -> m.payload().get("op").asText()).containsOnly("r");
       assertThat(all).extracting(Message::transactionId).doesNotHaveDuplicates();
-    } finally {
-      (queen == a ? b : a).close();
+    }
+  }
+
+  /** The snapshot's rows in {@code queue} (its {@code r} events), as Queen's tables hold them. */
+  long readEvents(String queue) throws Exception {
+    try (Connection c = db.connection(); java.sql.PreparedStatement st = c.prepareStatement("SELECT count(*)"
+        + " FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q"
+        + " ON q.id = p.queue_id WHERE q.name = ? AND m.payload ->> 'op' = 'r'")) {
+      st.setString(1, queue);
+      try (ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return rs.getLong(1);
+      }
     }
   }
 

@@ -24,7 +24,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -43,11 +42,10 @@ import org.slf4j.LoggerFactory;
  * by the node's migrator at start: {@link PgConnProvider#SCHEMA}), re-read every {@code connectorRefresh} on a thread of its own; sinks and sources started,
  * stopped and restarted to match (every node runs every source; its lease decides which one streams). Deleting a
  * source drops its slot, and its publication when managed. Passwords are sealed before they are stored and never returned.
+ * The rule that spans documents (cdc sinks and the sources filling their queues) is {@link CdcMix}'s.
  */
 final class Registry implements Connectors, ConnectorPlugin {
   private static final Logger LOG = LoggerFactory.getLogger(Registry.class);
-  /** Serialises the puts whose documents {@link #refuseMixedCdc} checks against each other. */
-  private static final long MIX_LOCK = 0x5155_4545_4e00_000aL;
 
   private final ConnectorHost host;
   private final RuntimeOptions options;
@@ -125,15 +123,16 @@ final class Registry implements Connectors, ConnectorPlugin {
     byte[] s = sealed;
     String password = conn != null && conn.hasPassword() ? document.get("connection").get("password").asText() : null;
     boolean changed = sql("put connector", c -> {
-      if (mixes(validated)) {
-        lockMix(c); // before the row's lock, as every put that checks takes them
+      if (CdcMix.applies(validated)) {
+        CdcMix.lock(c); // before the row's lock, as every put that checks takes them
       }
       if (sameAsStored(c, name, kind, json, password)) {
         // the same document again (an application that puts its connectors at every start): a new version would
         // restart the connector on every node, with a log line saying it changed; and nothing to refuse
         return false;
       }
-      refuseMixedCdc(c, name, validated); // in the put's transaction, under a lock: two puts cannot both pass
+      // in the put's transaction, under its lock: two puts cannot both pass
+      CdcMix.refuse(c, table, this::read, name, validated);
       // versions come from one sequence, so a document deleted and put again never gets a version a node still
       // runs (a per-row counter restarted at 1, and the other nodes kept running the old document)
       try (PreparedStatement st = c.prepareStatement("insert into " + table + " (name, kind, document, password_sealed,"
@@ -204,86 +203,6 @@ final class Registry implements Connectors, ConnectorPlugin {
         } catch (io.queen.ConnectorException e) {
           return false; // sealed under another key: store it again under this one
         }
-      }
-    }
-  }
-
-  /**
-   * A cdc sink without {@code sourceTable} applies every event of its queue to its one table, so two source tables
-   * in that queue would meet on their keys (a delete of one table's row 5 deleting the other's). Refused when the
-   * document is put, whichever comes second: such a sink on a queue the stored sources fill from two or more
-   * tables, or a source that makes a queue such a sink reads carry two or more tables. And a {@code sourceTable}
-   * that no stored source sends to the sink's queue, while some do send it others (a typo would pass over every
-   * event). Checked against the stored documents in the put's transaction, under a transaction-level advisory lock
-   * that every such put takes; a producer outside the sources is not seen.
-   */
-  /** Whether a put of this document checks the mix of cdc sinks and sources ({@link #refuseMixedCdc}). */
-  private static boolean mixes(Object validated) {
-    return validated instanceof SourceSpec || validated instanceof SinkSpec sk && "cdc".equals(sk.mode());
-  }
-
-  /** The lock under which puts check the mix, held to the end of the put's transaction. */
-  private static void lockMix(Connection c) throws SQLException {
-    try (Statement st = c.createStatement()) {
-      st.execute("select pg_advisory_xact_lock(" + MIX_LOCK + ")");
-    }
-  }
-
-  private void refuseMixedCdc(Connection c, String name, Object validated) throws SQLException {
-    if (!mixes(validated)) {
-      return;
-    }
-    Map<String, JsonNode> stored = new HashMap<>();
-    lockMix(c); // (taken already by the put: a transaction's advisory locks stack)
-    try (Statement st = c.createStatement()) {
-      try (ResultSet rs = st.executeQuery("select name, document::text from " + table)) {
-        while (rs.next()) {
-          stored.put(rs.getString(1), read(rs.getString(2)));
-        }
-      }
-    }
-    stored.remove(name); // the document being replaced
-    List<Object> specs = new ArrayList<>();
-    for (var e : stored.entrySet()) {
-      try {
-        specs.add(DocumentValidator.validate(e.getKey(), e.getValue()));
-      } catch (RuntimeException invalid) {
-        // a stored document this version no longer reads: it runs nothing, so it mixes nothing
-      }
-    }
-    specs.add(validated);
-    Map<String, java.util.TreeSet<String>> tablesByQueue = new HashMap<>();
-    Map<String, java.util.TreeSet<String>> plainCdcSinksByQueue = new HashMap<>();
-    for (Object o : specs) {
-      if (o instanceof SourceSpec src) {
-        for (SourceSpec.Table t : src.tables()) {
-          tablesByQueue.computeIfAbsent(t.queue(), k -> new java.util.TreeSet<>()).add(t.qualifiedName());
-        }
-      } else if (o instanceof SinkSpec sk && "cdc".equals(sk.mode()) && sk.sourceTable() == null) {
-        plainCdcSinksByQueue.computeIfAbsent(sk.queue(), k -> new java.util.TreeSet<>()).add(sk.name());
-      }
-    }
-    if (validated instanceof SinkSpec sk) {
-      java.util.TreeSet<String> tables = tablesByQueue.getOrDefault(sk.queue(), new java.util.TreeSet<>());
-      if (sk.sourceTable() == null && tables.size() > 1) {
-        throw DocumentValidator.bad("sink.sourceTable", "sink.sourceTable: missing; queue '" + sk.queue()
-            + "' carries the changes of " + tables.size() + " tables (" + String.join(", ", tables) + ") and a"
-            + " cdc sink applies one table's: name the source table whose events this sink applies");
-      }
-      if (sk.sourceTable() != null && !tables.isEmpty() && !tables.contains(sk.sourceTable())) {
-        throw DocumentValidator.bad("sink.sourceTable", "sink.sourceTable: given \"" + sk.sourceTable() + "\"; the"
-            + " sources send queue '" + sk.queue() + "' the changes of " + String.join(", ", tables)
-            + " only: name one of them (schema.table, case-sensitive), or put the source that sends it first");
-      }
-      return;
-    }
-    for (SourceSpec.Table t : ((SourceSpec) validated).tables()) {
-      java.util.TreeSet<String> tables = tablesByQueue.get(t.queue());
-      java.util.TreeSet<String> sinks = plainCdcSinksByQueue.get(t.queue());
-      if (sinks != null && tables.size() > 1) {
-        throw DocumentValidator.bad("source.tables", "source.tables: queue '" + t.queue() + "' would carry the changes"
-            + " of " + String.join(", ", tables) + ", and the cdc sink(s) " + String.join(", ", sinks) + " read it"
-            + " without sink.sourceTable: give each table its own queue, or set sourceTable on those sinks first");
       }
     }
   }
@@ -428,7 +347,6 @@ final class Registry implements Connectors, ConnectorPlugin {
 
   // ------------------------------------------------------------------------------ the workers
 
-  /** Re-reads every document and makes this node's sinks match. Never throws. */
   /**
    * Every sink that exists, running, paused or failing, keeps its consumer group from being removed as idle: a paused
    * sink resumes where it stopped. A document that does not validate holds nothing.
@@ -445,6 +363,7 @@ final class Registry implements Connectors, ConnectorPlugin {
     }
   }
 
+  /** Re-reads every document and makes this node's sinks and sources match. Never throws. */
   void refresh() {
     if (closed.get()) {
       return;
@@ -570,15 +489,6 @@ final class Registry implements Connectors, ConnectorPlugin {
   }
 
   private record Row(String document, byte[] sealed, long version) {}
-
-  /**
-   * Simulates a crash of this node's source {@code name} (the fault tests' seam, reached from their package): it
-   * stops streaming and its lease is neither renewed nor given back. True when it was running here.
-   */
-  boolean halt(String name) {
-    Source s = sources.get(name);
-    return s != null && s.halt();
-  }
 
   @Override
   public void close() {

@@ -47,8 +47,10 @@ import org.slf4j.LoggerFactory;
  * table's {@code CHECK (qty > 0)} refuses. Two append sinks read the same queue (20 partitions, 2 workers, batch 50),
  * each into a table of its own with no key, so a message applied twice would be two rows: {@code one} through
  * Queen's DataSource with {@code maxAttempts} 1 (a poison message is dead-lettered at its first refusal, inside an
- * ordinary batch), and {@code two} through its own connection with {@code maxAttempts} 2 (the first refusal is a
- * {@code FAILED} ack, the second a dead letter), whose backends the test also terminates now and then.
+ * ordinary batch), and {@code two} through its own connection with {@code maxAttempts} 2 (a poison refused in a
+ * statement of its own is a {@code FAILED} ack first and a dead letter at its second try; one refused in a statement
+ * shared with other messages has had both tries in that delivery and is dead-lettered at once), whose backends the
+ * test also terminates now and then.
  *
  * <p>Every insert into Queen's dead-letter table sleeps 100 ms (a trigger), which widens the window between the
  * target transaction that decides a dead letter (and records it in {@code queen.sink_dead_letters}) and Queen's

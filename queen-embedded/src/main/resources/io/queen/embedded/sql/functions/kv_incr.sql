@@ -10,7 +10,6 @@ set jit = off
 set max_parallel_workers_per_gather = 0
 as $$
 declare
-  v_exp timestamptz;
   r record;
   v_exists boolean;
   v_cur numeric;
@@ -19,7 +18,7 @@ declare
   v_out ${schema}.kv_result;
 begin
   perform ${schema}.kv_check(p_ns, p_key);
-  v_exp := ${schema}.kv_expiry(p_ttl_ms, p_forever);
+  perform ${schema}.kv_expiry(p_ttl_ms, p_forever);
   if p_delta is null then
     raise exception 'kv: incr needs a delta' using errcode = '22023';
   end if;
@@ -49,24 +48,15 @@ begin
       returning true, null::text, true, k.value, k.version, k.expires_at into v_out;
       return v_out;
     end if;
-    -- absent or expired: a fresh key (a fresh window) starting from 0
+    -- absent or expired: a fresh key (a fresh window) at p_delta, written as put writes a key that must be absent
     if p_max is not null and p_delta > p_max then
       return row(false, 'limit', false, null, 0, null)::${schema}.kv_result;
     end if;
-    if v_exists then
-      update ${schema}.kv k
-         set value = to_jsonb(p_delta), version = nextval('${schema}.kv_versions'), expires_at = v_exp
-       where k.namespace = p_ns and k.key = p_key
-      returning true, null::text, true, k.value, k.version, k.expires_at into v_out;
+    v_out := ${schema}.kv_put(p_ns, p_key, p_delta::text, p_ttl_ms, p_forever, 0);
+    if v_out.reason is distinct from 'exists' then
       return v_out;
     end if;
-    insert into ${schema}.kv as k (namespace, key, value, version, expires_at)
-    values (p_ns, p_key, to_jsonb(p_delta), nextval('${schema}.kv_versions'), v_exp)
-    on conflict (namespace, key) do nothing
-    returning true, null::text, true, k.value, k.version, k.expires_at into v_out;
-    if found then
-      return v_out;
-    end if;
+    -- a concurrent transaction created the key meanwhile: add to it
     v_tries := v_tries + 1;
     if v_tries >= 20 then
       raise exception 'kv: could not settle a concurrent write of one key' using errcode = '40001';

@@ -44,6 +44,8 @@ declare
   v_counts boolean;
   v_pass int := 1;
   v_fetched int := 0;
+  v_after bigint;
+  v_upto bigint;
   v_spanned boolean;
   v_hint_ids bigint[];
   v_taken int := 0;
@@ -71,9 +73,10 @@ begin
   select array_agg(n.node_id) into v_dead from ${schema}.nodes n
    where n.dead_after <= now() and n.node_id is distinct from p_owner;
 
-  -- The candidates, one query per case so that each keeps one plan (V6__pop_plans.sql): the group's pending
-  -- partitions in id order after p_after (where this caller's previous pop stopped), then from the first up to
-  -- it, through the cursors_ready index; or the one named.
+  -- The candidates, one query per access path so that each keeps one plan: the one partition named; the hinted
+  -- partitions through their cursors' ctids; or the group's pending partitions in id order through the
+  -- cursors_ready index, in two passes (after p_after, where this caller's previous pop stopped, then from the
+  -- first up to it).
   <<passes>>
   loop
     if p_partition is not null then
@@ -127,28 +130,11 @@ begin
          -- order instead of through their ctids
          limit p_max_partitions + 64
            for update of cu skip locked;
-    elsif v_pass = 1 then
-      open v_candidates for
-        select cu.ctid as tid, cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
-               cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset,
-               p.last_message_at as last_push
-          from ${schema}.cursors cu
-          join lateral (select pp.name, pp.next_offset, pp.first_offset, pp.last_message_at
-                          from ${schema}.partitions pp where pp.id >= cu.partition_id and pp.id <= cu.partition_id
-                         order by pp.id desc limit 1) p on true
-         where cu.queue_id = v_qid and cu.group_name = p_group and cu.has_pending and cu.partition_id > coalesce(p_after, -1)
-           and (cu.lease_expires_at is null or cu.lease_expires_at <= now() or cu.lease_owner = any(v_dead))
-           and (cu.retry_at is null or cu.retry_at <= now())
-           and (q.window_buffer_ms = 0 or p.last_message_at <= now() - ((q.window_buffer_ms) * interval '1 millisecond'))
-           and (p.next_offset - 1 > greatest(cu.committed_offset, p.first_offset - 1) or cu.lease_id is not null
-                or coalesce(p.last_message_at, '-infinity') < now() - interval '100 milliseconds'
-                or exists (select 1 from ${schema}.redeliveries r
-                            where r.partition_id = cu.partition_id and r.group_name = p_group limit 1))
-         order by cu.partition_id
-         limit p_max_partitions + 64
-           for update of cu skip locked;
     else
-      -- the second pass wraps around: the partitions up to where the caller's previous pop stopped
+      -- the first pass reads the partitions after p_after (where this caller's previous pop stopped), the second
+      -- wraps around to the first ones up to it
+      v_after := case when v_pass = 1 then coalesce(p_after, -1) else -1 end;
+      v_upto := case when v_pass = 1 then 9223372036854775807 else p_after end;
       open v_candidates for
         select cu.ctid as tid, cu.partition_id as pid, cu.committed_offset, cu.attempts, cu.lease_id as old_lease, cu.lease_owner,
                cu.lease_redrive, cu.last_error, cu.lease_expires_at, cu.lease_ms, cu.picked_at, p.name as pname, p.next_offset, p.first_offset,
@@ -157,7 +143,8 @@ begin
           join lateral (select pp.name, pp.next_offset, pp.first_offset, pp.last_message_at
                           from ${schema}.partitions pp where pp.id >= cu.partition_id and pp.id <= cu.partition_id
                          order by pp.id desc limit 1) p on true
-         where cu.queue_id = v_qid and cu.group_name = p_group and cu.has_pending and cu.partition_id <= p_after
+         where cu.queue_id = v_qid and cu.group_name = p_group and cu.has_pending
+           and cu.partition_id > v_after and cu.partition_id <= v_upto
            and (cu.lease_expires_at is null or cu.lease_expires_at <= now() or cu.lease_owner = any(v_dead))
            and (cu.retry_at is null or cu.retry_at <= now())
            and (q.window_buffer_ms = 0 or p.last_message_at <= now() - ((q.window_buffer_ms) * interval '1 millisecond'))

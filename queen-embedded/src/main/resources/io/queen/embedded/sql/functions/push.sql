@@ -53,6 +53,10 @@ declare
   v_upd_ids bigint[];
   v_upd_next bigint[];
   v_upd_preset boolean[];
+  v_np_qids bigint[];
+  v_np_names text[];
+  v_np_next bigint[];
+  v_np_at timestamptz[];
 begin
   if n = 0 then
     raise exception 'push: the batch is empty' using errcode = '22023';
@@ -127,36 +131,28 @@ begin
     -- from them and probes only for partitions another transaction created at the same moment. The insert goes
     -- without ON CONFLICT first (a speculative insertion costs a third more per row); only when another transaction
     -- committed one of the same partitions meanwhile does it fail, and then it runs again skipping the conflicts.
+    select array_agg(np.qid), array_agg(np.p), array_agg(np.next_offset), array_agg(np.last_at)
+      into v_np_qids, v_np_names, v_np_next, v_np_at
+      from (select pairs.qid, pairs.p, case when b.bounded then 0 else pairs.cnt end as next_offset,
+                   case when b.bounded then null else now() end as last_at
+              from (select x.qid, x.p, count(*) as cnt
+                      from unnest(v_qids, p_partitions, v_pids) as x(qid, p, pid)
+                     where x.pid is null
+                     group by x.qid, x.p) pairs
+              cross join lateral (select v_bounded and exists (select 1 from ${schema}.queues qq
+                                                                where qq.id = pairs.qid and qq.max_size > 0) as bounded) b) np;
     begin
-      with pairs as (
-        select x.qid, x.p, count(*) as cnt
-          from unnest(v_qids, p_partitions, p_txn_ids, v_pids) as x(qid, p, t, pid)
-         where x.pid is null
-         group by x.qid, x.p),
-      ins as (
+      with ins as (
         insert into ${schema}.partitions(queue_id, name, next_offset, last_message_at)
-        select pairs.qid, pairs.p, case when b.bounded then 0 else pairs.cnt end,
-               case when b.bounded then null else now() end
-          from pairs
-          cross join lateral (select v_bounded and exists (select 1 from ${schema}.queues qq
-                                                            where qq.id = pairs.qid and qq.max_size > 0) as bounded) b
+        select * from unnest(v_np_qids, v_np_names, v_np_next, v_np_at)
         returning id, queue_id, name, next_offset)
       select array_agg(id), array_agg(queue_id), array_agg(name), array_agg(next_offset),
              array_agg(id) filter (where next_offset > 0)
         into v_new, v_new_qids, v_new_names, v_new_next, v_preset from ins;
     exception when unique_violation then
-      with pairs as (
-        select x.qid, x.p, count(*) as cnt
-          from unnest(v_qids, p_partitions, p_txn_ids, v_pids) as x(qid, p, t, pid)
-         where x.pid is null
-         group by x.qid, x.p),
-      ins as (
+      with ins as (
         insert into ${schema}.partitions(queue_id, name, next_offset, last_message_at)
-        select pairs.qid, pairs.p, case when b.bounded then 0 else pairs.cnt end,
-               case when b.bounded then null else now() end
-          from pairs
-          cross join lateral (select v_bounded and exists (select 1 from ${schema}.queues qq
-                                                            where qq.id = pairs.qid and qq.max_size > 0) as bounded) b
+        select * from unnest(v_np_qids, v_np_names, v_np_next, v_np_at)
         on conflict (queue_id, name) do nothing
         returning id, queue_id, name, next_offset)
       select array_agg(id), array_agg(queue_id), array_agg(name), array_agg(next_offset),

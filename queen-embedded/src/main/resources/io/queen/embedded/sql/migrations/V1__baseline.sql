@@ -55,7 +55,7 @@ create table ${schema}.encryption_keys (
 -- (fillfactor 20) so that, even while a long transaction holds the xmin horizon, an update stays on its page (HOT) and
 -- the keys' index entries grow slowly; the keys keep one index entry per row version (deduplicate_items off) so a probe
 -- finds the live version first. An operator who would rather have the room may set fillfactor back to 50: look-ups
--- stay the same, writes under a held horizon slow down (examples/BENCHMARKS.md).
+-- stay the same, writes under a held horizon slow down (src-test/bench/BENCHMARKS.md).
 create table ${schema}.partitions (
   id              bigint generated always as identity,
   queue_id        bigint not null,

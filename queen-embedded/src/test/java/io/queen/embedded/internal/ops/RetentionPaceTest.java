@@ -7,8 +7,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * How the janitor's rests follow its passes ({@link RetentionJanitor#pace}): a janitor whose passes keep taking longer
  * than their period is behind ingest and rests less, down to a floor; passes that leave half the period to spare bring
- * the usual rests back, one step each. The effect on a table under load is in examples/BENCHMARKS.md
- * (sustained_push_pop).
+ * the usual rests back, one step each. The effect on a table under load is in
+ * src-test/bench/BENCHMARKS.md (sustained_push_pop).
  */
 class RetentionPaceTest {
   private static final long LONG = RetentionJanitor.PERIOD_MS + 5_000;

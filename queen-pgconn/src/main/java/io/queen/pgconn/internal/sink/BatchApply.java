@@ -23,28 +23,33 @@ import org.slf4j.LoggerFactory;
  * One batch applied in one target transaction, exactly once through the progress rows: the fast path (the whole
  * batch one statement that also moves the progress rows), the general way (progress rows locked in partition-id
  * order, what is at or below them dropped, runs of one statement), and message by message under savepoints where
- * PostgreSQL refused a row: a refused message is tried {@code maxAttempts} times, then dead-lettered. Safe for the
+ * PostgreSQL refused a row: a refused message is tried exactly {@code maxAttempts} times, then dead-lettered. A try is
+ * a statement that ran it and was refused; a statement shared with other messages counts as a try of the first of them
+ * refused on its own, and the tries are kept on the partition's progress row in the same transaction. Safe for the
  * sink's worker threads, each with its own connection.
  */
 final class BatchApply {
   /** Logs under Sink's logger, the one an operator knows and configures for all of it. */
   private static final Logger LOG = LoggerFactory.getLogger(Sink.class);
   /**
-   * A statement over a run of messages that PostgreSQL refused with a data error, and {@code message}, the run's only
-   * message when it held one: that refusal is the message's try in this delivery, and it is not run again on its own.
-   * Over several messages it is null: PostgreSQL's error does not say which row it refused (nor, inside a transaction,
-   * does pgjdbc say which entry of a JDBC batch: it reports every entry failed), so each message then runs on its own
-   * to find it, the refused one included.
+   * A statement over a run of messages ({@code of}, in the statement's order) that PostgreSQL refused with a data
+   * error, and {@code message}, the run's only message when it held one: that refusal is the message's try in this
+   * delivery, and it is not run again on its own. Over several messages it is null: PostgreSQL's error does not say
+   * which row it refused (nor, inside a transaction, does pgjdbc say which entry of a JDBC batch: it reports every
+   * entry failed), so each message then runs on its own to find it, the refused one included; the first of {@code of}
+   * refused on its own is the row the statement stopped at, and that statement's refusal counts as one of its tries.
    */
   static final class Refused extends Exception {
     private static final long serialVersionUID = 1L;
     final transient SQLException error;
     final transient Message message;
+    final transient List<Message> of;
 
-    Refused(SQLException error, Message message) {
+    Refused(SQLException error, List<Message> of) {
       super(null, null, false, false);
       this.error = error;
-      this.message = message;
+      this.of = List.copyOf(of);
+      this.message = of.size() == 1 ? of.get(0) : null;
     }
   }
 
@@ -103,14 +108,15 @@ final class BatchApply {
     }
     Refused refused = null;
     try {
-      if (applyFollowing(c, batch, byPartition)) {
+      if (!lastTryFirst() && applyFollowing(c, batch, byPartition)) {
         return new Outcome(new ArrayList<>(batch), Map.of(), Map.of(), List.of(), 0, 0);
       }
     } catch (Refused r) {
       refused = r; // the batch's one statement was refused: message by message below, never that statement again
     }
     checkConstraintsAtOnce(c); // again: the attempt above may have rolled its transaction back
-    Map<Long, Long> last = tables.lock(c, byPartition);
+    SinkTables.Locked locked = tables.lock(c, byPartition);
+    Map<Long, Long> last = locked.last();
     // at or below the progress row but dead-lettered, not applied: tried again (a redrive, or a batch that comes
     // again because Queen's record of the dead letter was lost)
     Map<Message, String> marked = tables.deadLettered(c, byPartition, last);
@@ -122,16 +128,20 @@ final class BatchApply {
     }
     Map<Message, String> dead = new LinkedHashMap<>();
     Map<Message, String> failed = new LinkedHashMap<>();
+    Map<Message, Integer> tries = new LinkedHashMap<>();
     List<Message> held = new ArrayList<>();
     Map<Long, Long> advance = new HashMap<>();
-    // a message refused before (attempt > 1: for the sink's group only a FAILED ack counts) goes message by
-    // message at once rather than failing the batch's one statement again; so does a dead-lettered one tried again,
-    // and a batch whose one statement was just refused (run again, it would only run the refused row once more)
-    boolean oneByOne = refused != null || !marked.isEmpty() || fresh.stream().anyMatch(m -> m.attempt() > 1);
-    boolean fast = !oneByOne;
+    // a message refused before (attempt > 1: for the sink's group only a FAILED ack counts; or tries counted on its
+    // progress row) goes message by message at once rather than failing a statement shared with others again (that
+    // would be a try it could not be charged with while PostgreSQL does not say which row it refused); so does a
+    // dead-lettered one tried again, every message when each try is the last (maxAttempts 1), and a batch whose one
+    // statement was just refused (run again, it would only run the refused row once more)
+    boolean oneByOne = refused != null || !marked.isEmpty() || lastTryFirst();
     for (Message m : fresh) {
       advance.merge(m.partitionId(), m.offset(), Math::max);
+      oneByOne |= m.attempt() > 1 || locked.tried(m) > 0;
     }
+    boolean fast = !oneByOne;
     try {
       if (fast && runFast(c, fresh, advance)) {
         advance.clear(); // advanced by the last statement
@@ -149,10 +159,19 @@ final class BatchApply {
       if (!oneByOne) {
         c.rollback(); // the locks go too: take them again and apply message by message
         checkConstraintsAtOnce(c);
-        last = tables.lock(c, byPartition);
+        locked = tables.lock(c, byPartition);
+        last = locked.last();
         marked = tables.deadLettered(c, byPartition, last);
       }
-      for (List<Message> part : byPartition.values()) {
+      // the refused statement's try goes to the first of its messages refused on its own: the row it stopped at. So
+      // the messages run here in the batch's order, the statements' (the core hands partitions over in turn, not
+      // always in partition-id order)
+      boolean statementCharged = refused == null || refused.message != null;
+      Map<Long, List<Message>> inBatchOrder = new LinkedHashMap<>();
+      for (Message m : batch) {
+        inBatchOrder.putIfAbsent(m.partitionId(), byPartition.get(m.partitionId()));
+      }
+      for (List<Message> part : inBatchOrder.values()) {
         for (int i = 0; i < part.size(); i++) {
           Message m = part.get(i);
           boolean below = m.offset() <= last.get(m.partitionId());
@@ -162,10 +181,11 @@ final class BatchApply {
           if (below && i + 1 < part.size() && part.get(i + 1).offset() <= last.get(m.partitionId())) {
             // with messages after it that were applied: a batch that comes again because Queen's record of the dead
             // letter was lost, not a redrive (delivered alone); applied now, it would land after them
-            dead.put(m, gaveUp(m.attempt()) + TargetErrors.masked(marked.get(m)));
+            dead.put(m, gaveUp(Math.max(m.attempt(), locked.counted(m))) + TargetErrors.masked(marked.get(m)));
             continue;
           }
           Exception e = null;
+          int triesNow = 1;
           if (refused != null && refused.message == m && !below) {
             e = refused.error; // this delivery's try of it: its refusal by the statement that held it
           } else {
@@ -185,16 +205,23 @@ final class BatchApply {
               }
               c.rollback(sp);
               e = x;
+              if (!statementCharged && !below && refused.of.contains(m)) {
+                statementCharged = true;
+                triesNow = 2; // the shared statement stopped at it, then it ran on its own
+              }
             }
           }
-          // the durable count: the cursor's attempts on this head, shared by all nodes, plus this one
-          int n = m.attempt();
+          // the durable count, shared by all nodes: the tries counted on its progress row, else the cursor's
+          // attempts on this head (a FAILED ack each), plus this delivery's. A message at or below its row (a
+          // redrive, or a dead letter whose record in Queen was lost) counts the cursor's attempts as a redrive does
+          int n = below ? m.attempt() : Math.max(m.attempt() - 1, locked.tried(m)) + triesNow;
           String why = TargetErrors.errorText(host, e); // for Queen and the logs: the names of the objects, values masked
           if (n >= spec.maxAttempts()) {
             dead.put(m, gaveUp(n) + why);
             mark.put(m, TargetErrors.databaseError(e)); // in the target, beside the data: as PostgreSQL wrote it
             if (!below) {
               advance.merge(m.partitionId(), m.offset(), Math::max);
+              tries.put(m, n); // for the record in Queen made again should Queen's be lost (above)
             }
             LOG.warn("{} - sink '{}': partition '{}' offset {} refused {} time(s), dead-lettered: {}", host.nodeId(),
                 spec.name(), m.partition(), m.offset(), n, why);
@@ -202,6 +229,9 @@ final class BatchApply {
             LOG.warn("{} - sink '{}': partition '{}' offset {} refused (attempt {} of {}): {}", host.nodeId(),
                 spec.name(), m.partition(), m.offset(), n, spec.maxAttempts(), why);
             failed.put(m, "sink '" + spec.name() + "' attempt " + n + " of " + spec.maxAttempts() + " refused: " + why);
+            if (!below) {
+              tries.put(m, n);
+            }
             held.addAll(part.subList(i + 1, part.size()));
             break;
           }
@@ -225,7 +255,16 @@ final class BatchApply {
       tables.advance(c, advance);
     }
     tables.recordDeadLetters(c, mark, unmark);
+    tables.recordTries(c, tries);
     return new Outcome(done, dead, failed, held, skippedHere, ignoredHere);
+  }
+
+  /**
+   * Whether a message's first try may already be its last (maxAttempts 1): it then never shares a statement with
+   * other messages, since a refusal there would leave no try to find which row PostgreSQL refused.
+   */
+  private boolean lastTryFirst() {
+    return spec.maxAttempts() == 1;
   }
 
   /** How the reason of the sink's {@code DEAD_LETTER} ack in Queen begins. */
@@ -282,7 +321,8 @@ final class BatchApply {
     PreparedStatement st = connections.prepared(c, "with v as (select * from unnest(?::bigint[], ?::text[], ?::bigint[],"
         + " ?::bigint[]) v(pid, name, first, o)), advance as (update " + SinkTables.PROGRESS + " p set last_offset = v.o,"
         + " updated_at = now() from v where p.sink = ? and p.partition_id = v.pid and p.last_offset < v.first"
-        + " returning 1), created as (insert into " + SinkTables.PROGRESS + " (sink, partition_id, partition, last_offset)"
+        + " and (p.tried_offset is null or p.tried_offset <= p.last_offset or p.tries = 0) returning 1),"
+        + " created as (insert into " + SinkTables.PROGRESS + " (sink, partition_id, partition, last_offset)"
         + " select ?, v.pid, v.name, v.o from v where not exists (select 1 from " + SinkTables.PROGRESS + " p where p.sink = ?"
         + " and p.partition_id = v.pid) order by v.pid on conflict (sink, partition_id) do nothing returning 1),"
         + " moved as (select (select count(*) from advance) + (select count(*) from created) as n), applied as ("
@@ -309,7 +349,7 @@ final class BatchApply {
         throw e;
       }
       c.rollback();
-      throw new Refused(e, batch.size() == 1 ? batch.get(0) : null); // the general way finds it, message by message
+      throw new Refused(e, batch); // the general way finds it, message by message
     }
     if (moved != k) {
       c.rollback();
@@ -379,7 +419,7 @@ final class BatchApply {
       if (!TargetErrors.isDataError(host, e)) {
         throw e;
       }
-      throw new Refused(e, of.size() == 1 ? of.get(0) : null);
+      throw new Refused(e, of);
     }
     run.clear();
     of.clear();

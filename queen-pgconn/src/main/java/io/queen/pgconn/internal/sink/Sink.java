@@ -31,9 +31,10 @@ import org.slf4j.LoggerFactory;
  * {@code queen.sink_progress} (in partition-id order), drops every message at or below its partition's last offset,
  * applies the rest, advances the offsets and commits; only then are the messages acknowledged in Queen. A typed
  * payload is read as the node's consumers read it: an older version brought up to the newest the node knows by its
- * upcasters, a newer one a data error. A message PostgreSQL refuses is tried {@code maxAttempts} times and then
- * dead-lettered with the database's error, and its partition goes on; a transient failure is retried with back-off
- * and never counts. A dead letter is recorded in {@code queen.sink_dead_letters} (with the database's message as
+ * upcasters, a newer one a data error. A message PostgreSQL refuses is tried exactly {@code maxAttempts} times (its
+ * tries counted on its partition's progress row, a statement shared with other messages included; see {@link
+ * BatchApply}) and then dead-lettered with the database's error, and its partition goes on; a transient failure is
+ * retried with back-off and never counts. A dead letter is recorded in {@code queen.sink_dead_letters} (with the database's message as
  * PostgreSQL wrote it) in the transaction that moves the progress row past it, so a message at or below its row is
  * told apart as applied (dropped) or dead-lettered (tried again: a redrive, or a batch whose dead-letter
  * acknowledgement never reached Queen); Queen's record of it carries the same error with values masked, as the logs
@@ -366,7 +367,8 @@ public final class Sink {
    * loop to acknowledge without waiting: the next batch's target transaction then runs while that ack commits
    * (a lost ack only redelivers messages the progress rows make no-ops). Otherwise one Queen transaction, in
    * offset order: the completed ones, each dead letter ({@code DEAD_LETTER}), and each refused head with
-   * attempts left ({@code FAILED}: one attempt on the cursor, durable and seen by every node; the partition
+   * tries left ({@code FAILED}: one attempt on the cursor, seen by every node, its tries already counted on the
+   * progress row; the partition
    * waits the queue's {@code retryDelay} and its lease is released with it, so the messages held after the head
    * come again). Nothing here waits: the other partitions' next batches are not held up by the backoff.
    */
@@ -390,9 +392,9 @@ public final class Sink {
         tx.ack(m);
       }
     }
-    // a lost lease rolls the whole bundle back: nothing counted (as for a crash); the next holder finds the
-    // applied work in the progress table, the dead letters in queen.sink_dead_letters (tried once more: refused
-    // again at the same attempt, they are dead-lettered again), and tries the refused head again at the same attempt
+    // a lost lease rolls the whole bundle back: nothing counted in Queen (as for a crash); the next holder finds the
+    // applied work in the progress table, the dead letters in queen.sink_dead_letters (dead-lettered again, or tried
+    // once more as a redrive is), and the refused head's tries on its progress row, and counts on from them
     if (tx.commit().success()) {
       dlq.addAndGet(o.dead().size());
       meters.dlq(o.dead().size());

@@ -15,7 +15,8 @@ import java.util.TreeMap;
 
 /**
  * The sink's own two tables in the target, as one sink uses them in a batch's transaction: {@code
- * queen.sink_progress} (each partition's last applied offset, locked in partition-id order, moved forward) and
+ * queen.sink_progress} (each partition's last applied offset, locked in partition-id order, moved forward, and the
+ * tries of the partition's refused head, {@code tries} of the message at {@code tried_offset}) and
  * {@code queen.sink_dead_letters} (what the sink dead-lettered at or below its progress row). Creates them when
  * missing. Not thread-safe per connection: each worker uses its own connection.
  */
@@ -27,6 +28,8 @@ final class SinkTables {
         partition_id bigint      not null,
         partition    text        not null,
         last_offset  bigint      not null,
+        tried_offset bigint,
+        tries        int         not null default 0,
         updated_at   timestamptz not null default now(),
         primary key (sink, partition_id))""";
   static final String DEAD = Ident.quote("queen") + "." + Ident.quote("sink_dead_letters");
@@ -91,20 +94,44 @@ final class SinkTables {
   }
 
   /**
-   * Locks the batch's progress rows in partition-id order and returns their last offsets. The rows exist
-   * after a partition's first batch, so that is one statement; the missing ones are created (at -1) and
-   * locked after, in partition-id order too. Two transactions creating rows for the same new partitions at
-   * once may deadlock: a transient failure, retried like any.
+   * The batch's progress rows, locked: each partition's last applied offset, and the tries the target counted for a
+   * refused message after it ({@link #tried}).
    */
-  Map<Long, Long> lock(Connection c, TreeMap<Long, List<Message>> byPartition) throws SQLException {
-    Map<Long, Long> last = selectForUpdate(c, byPartition.keySet().toArray());
-    if (last.size() == byPartition.size()) {
-      return last;
+  record Locked(Map<Long, Long> last, Map<Long, long[]> refusals) {
+    /**
+     * How many times the target committed a refusal of {@code m} (0 when none): counted only for a message after its
+     * partition's last applied offset, the partition's head that was refused and not yet applied or dead-lettered.
+     */
+    int tried(Message m) {
+      return m.offset() > last.get(m.partitionId()) ? counted(m) : 0;
+    }
+
+    /**
+     * The tries last counted for {@code m} on its progress row, also once the row moved past it: those of a dead
+     * letter, when its partition has had no refusal since (0 when none).
+     */
+    int counted(Message m) {
+      long[] r = refusals.get(m.partitionId());
+      return r != null && r[0] == m.offset() ? (int) r[1] : 0;
+    }
+  }
+
+  /**
+   * Locks the batch's progress rows in partition-id order and returns them. The rows exist after a partition's first
+   * batch, so that is one statement; the missing ones are created (at -1) and locked after, in partition-id order
+   * too. Two transactions creating rows for the same new partitions at once may deadlock: a transient failure,
+   * retried like any.
+   */
+  Locked lock(Connection c, TreeMap<Long, List<Message>> byPartition) throws SQLException {
+    Locked locked = new Locked(new HashMap<>(), new HashMap<>());
+    selectForUpdate(c, byPartition.keySet().toArray(), locked);
+    if (locked.last().size() == byPartition.size()) {
+      return locked;
     }
     List<Object> pids = new ArrayList<>();
     List<Object> names = new ArrayList<>();
     for (var e : byPartition.entrySet()) {
-      if (!last.containsKey(e.getKey())) {
+      if (!locked.last().containsKey(e.getKey())) {
         pids.add(e.getKey());
         names.add(e.getValue().get(0).partition());
       }
@@ -116,8 +143,8 @@ final class SinkTables {
     ins.setArray(2, c.createArrayOf("bigint", pids.toArray()));
     ins.setArray(3, c.createArrayOf("text", names.toArray()));
     ins.executeUpdate();
-    last.putAll(selectForUpdate(c, pids.toArray()));
-    return last;
+    selectForUpdate(c, pids.toArray(), locked);
+    return locked;
   }
 
   /**
@@ -128,19 +155,49 @@ final class SinkTables {
    * follow each other within milliseconds. {@code set_config(..., true)} lasts the transaction only, so a pooled
    * connection goes back as it came.
    */
-  private Map<Long, Long> selectForUpdate(Connection c, Object[] pids) throws SQLException {
-    PreparedStatement sel = connections.prepared(c, "select partition_id, last_offset, set_config("
+  private void selectForUpdate(Connection c, Object[] pids, Locked into) throws SQLException {
+    PreparedStatement sel = connections.prepared(c, "select partition_id, last_offset, tried_offset, tries, set_config("
         + "'idle_in_transaction_session_timeout', " + IDLE_IN_TRANSACTION + ", true) from " + PROGRESS
         + " where sink = ? and partition_id = any(?::bigint[]) order by partition_id for update");
     sel.setString(1, sink);
     sel.setArray(2, c.createArrayOf("bigint", pids));
-    Map<Long, Long> last = new HashMap<>();
     try (ResultSet rs = sel.executeQuery()) {
       while (rs.next()) {
-        last.put(rs.getLong(1), rs.getLong(2));
+        into.last().put(rs.getLong(1), rs.getLong(2));
+        long tried = rs.getLong(3);
+        if (!rs.wasNull() && rs.getInt(4) > 0) {
+          into.refusals().put(rs.getLong(1), new long[] {tried, rs.getInt(4)});
+        }
       }
     }
-    return last;
+  }
+
+  /**
+   * In the batch's target transaction, after its advance: the tries of each refused message of {@code tries}, kept
+   * on its partition's progress row, so the next delivery (on any node, even one whose acknowledgement in Queen was
+   * lost) goes on counting from there. Only the head of a partition can be refused with tries left; once the row
+   * moves past it (applied, or dead-lettered: its count stays for the record of that) the count no longer adds to its
+   * tries ({@link Locked#tried}).
+   */
+  void recordTries(Connection c, Map<Message, Integer> tries) throws SQLException {
+    if (tries.isEmpty()) {
+      return;
+    }
+    List<Object> pids = new ArrayList<>();
+    List<Object> offsets = new ArrayList<>();
+    List<Object> counts = new ArrayList<>();
+    for (var e : tries.entrySet()) {
+      pids.add(e.getKey().partitionId());
+      offsets.add(e.getKey().offset());
+      counts.add(e.getValue());
+    }
+    PreparedStatement st = connections.prepared(c, "update " + PROGRESS + " p set tried_offset = v.o, tries = v.n"
+        + " from unnest(?::bigint[], ?::bigint[], ?::int[]) v(pid, o, n) where p.sink = ? and p.partition_id = v.pid");
+    st.setArray(1, c.createArrayOf("bigint", pids.toArray()));
+    st.setArray(2, c.createArrayOf("bigint", offsets.toArray()));
+    st.setArray(3, c.createArrayOf("int", counts.toArray()));
+    st.setString(4, sink);
+    st.executeUpdate();
   }
 
   /** Moves the progress rows of {@code advance} (partition id to last offset) in the batch's transaction. */

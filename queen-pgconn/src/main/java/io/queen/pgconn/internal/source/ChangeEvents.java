@@ -1,10 +1,8 @@
 package io.queen.pgconn.internal.source;
 
-import io.queen.pgconn.internal.spec.Ident;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
-import java.sql.ResultSetMetaData;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.time.LocalDateTime;
@@ -15,8 +13,8 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * The change event of a row, its partition, and the bridge from a snapshot's SELECT to the same {@link
- * PgMessage.Tuple} the stream decodes, so an {@code r} and a {@code c} of one row carry identical values.
+ * The change event of a row and its partition, alike for a snapshot row ({@code r}, its tuple read by
+ * {@link ChunkReader}) and a streamed change, so an {@code r} and a {@code c} of one row carry identical values.
  *
  * <p>An event is one JSON object with its fields in this order: {@code op} ({@code r c u d}), {@code table}
  * ({@code schema.name}), {@code key} (the row key's columns), {@code after} (the new row without the
@@ -27,7 +25,7 @@ import java.util.Objects;
  *
  * <p>The row key is the relation's columns flagged {@link PgMessage.Relation.Column#key()}. pgoutput flags
  * every column under REPLICA IDENTITY FULL, so pass such a relation through {@link #withRowKey} first;
- * {@link #loadRelation} already flags the row key. Thread-safe (the registry is).
+ * the snapshot's shape ({@link ChunkReader#shape}) already flags the row key. Thread-safe (the registry is).
  */
 final class ChangeEvents {
   private static final DateTimeFormatter TS =
@@ -250,100 +248,6 @@ final class ChangeEvents {
       b.append('0');
     }
     return b.append(s);
-  }
-
-  /**
-   * The columns of {@code rel} as a SELECT list ({@code "id", "name"}), each identifier double-quoted with
-   * embedded quotes doubled, for a snapshot query whose rows {@link #fromResultSetText} reads.
-   */
-  static String selectList(PgMessage.Relation rel) {
-    StringBuilder b = new StringBuilder();
-    for (PgMessage.Relation.Column c : rel.columns()) {
-      b.append(b.isEmpty() ? "" : ", ").append(Ident.quoteCatalogName(c.name()));
-    }
-    return b.toString();
-  }
-
-  /** {@code "schema"."name"}, quoted as {@link #selectList} quotes. */
-  static String qualifiedName(PgMessage.Relation rel) {
-    return Ident.quoteCatalogName(rel.schema()) + "." + Ident.quoteCatalogName(rel.name());
-  }
-
-  /**
-   * The current row of a snapshot SELECT as the stream's tuple: the result's first columns must be the
-   * relation's, in order and by name (the SELECT list of {@link #selectList}); each is read with {@code
-   * getString}, NULL as 'n'. The connection must run with {@link Values#sessionSettings()} (no binary
-   * results) and {@link Values#apply}, so the text is what the walsender prints.
-   *
-   * @throws IllegalArgumentException when the result's columns are not the relation's
-   */
-  static PgMessage.Tuple fromResultSetText(ResultSet rs, PgMessage.Relation rel) throws SQLException {
-    int n = rel.columns().size();
-    ResultSetMetaData md = rs.getMetaData();
-    if (md.getColumnCount() < n) {
-      throw new IllegalArgumentException("the SELECT has " + md.getColumnCount() + " columns, " + rel.schema() + "."
-          + rel.name() + " has " + n);
-    }
-    char[] kinds = new char[n];
-    String[] texts = new String[n];
-    for (int i = 0; i < n; i++) {
-      if (!md.getColumnLabel(i + 1).equals(rel.columns().get(i).name())) {
-        throw new IllegalArgumentException("column " + (i + 1) + " of the SELECT is not column '"
-            + rel.columns().get(i).name() + "' of " + rel.schema() + "." + rel.name());
-      }
-      String s = rs.getString(i + 1);
-      kinds[i] = s == null ? 'n' : 't';
-      texts[i] = s;
-    }
-    return new PgMessage.Tuple(kinds, texts);
-  }
-
-  private static final String RELATION = """
-      SELECT c.oid::int8, n.nspname, c.relname, c.relreplident
-        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = ? AND c.relname = ?""";
-
-  private static final String COLUMNS = """
-      SELECT a.attname, a.atttypid::int8, a.atttypmod
-        FROM pg_catalog.pg_attribute a
-       WHERE a.attrelid = ? AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-       ORDER BY a.attnum""";
-
-  /**
-   * A table's shape from the catalog, as pgoutput describes it (the published columns: no dropped or generated
-   * ones, in order, with type OIDs and typmods), except that the key flags mark the row key: the replica
-   * identity index under identity {@code i}, else the primary key. Null when the table does not exist.
-   */
-  static PgMessage.Relation loadRelation(Connection c, String schema, String table) throws SQLException {
-    int oid;
-    String nsp;
-    String name;
-    char identity;
-    try (PreparedStatement ps = c.prepareStatement(RELATION)) {
-      ps.setString(1, schema);
-      ps.setString(2, table);
-      try (ResultSet rs = ps.executeQuery()) {
-        if (!rs.next()) {
-          return null;
-        }
-        oid = (int) rs.getLong(1);
-        nsp = rs.getString(2);
-        name = rs.getString(3);
-        identity = rs.getString(4).charAt(0);
-      }
-    }
-    List<PgMessage.Relation.Column> cols = new ArrayList<>();
-    try (PreparedStatement ps = c.prepareStatement(COLUMNS)) {
-      ps.setLong(1, Integer.toUnsignedLong(oid));
-      try (ResultSet rs = ps.executeQuery()) {
-        while (rs.next()) {
-          cols.add(new PgMessage.Relation.Column(false, rs.getString(1), (int) rs.getLong(2), rs.getInt(3)));
-        }
-      }
-    }
-    // under identity 'i' the replica identity index is the key, not the primary key
-    cols = keyFrom(c, oid, cols, identity == 'i' ? "indisreplident" : "indisprimary");
-    return new PgMessage.Relation(oid, nsp, name, identity, List.copyOf(cols));
   }
 
   /**

@@ -127,18 +127,12 @@ final class ChunkReader {
 
   /** One chunk in a short REPEATABLE READ transaction: its visibility first, then the rows in key order. */
   static Chunk read(Connection c, SnapshotTable t, List<String> from, List<String> to, int chunkRows,
-      String importSnapshot, Prepare prepare) throws SQLException {
+      Prepare prepare) throws SQLException {
     c.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
     c.setAutoCommit(false);
     try {
       Visibility vis;
       long readMicros;
-      String imported = importSnapshot;
-      if (imported != null) {
-        try (PreparedStatement ps = c.prepareStatement("SET TRANSACTION SNAPSHOT " + literal(imported))) {
-          ps.execute();
-        }
-      }
       try (PreparedStatement ps = c.prepareStatement("SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,"
           + " ARRAY(SELECT pg_snapshot_xip(s)::text), (extract(epoch FROM now()) * 1000000)::bigint"
           + " FROM pg_current_snapshot() s");
@@ -289,17 +283,11 @@ final class ChunkReader {
     return Collections.unmodifiableList(Arrays.asList(k));
   }
 
-  private static String literal(String s) {
-    if (!s.matches("[0-9A-Fa-f-]{1,64}")) {
-      throw new IllegalArgumentException("not a snapshot id");
-    }
-    return "'" + s + "'";
-  }
-
   private static void rollbackQuietly(Connection c) {
     try {
       c.rollback();
     } catch (SQLException e) {
       LOG.debug("rollback of a snapshot transaction failed (SQLSTATE {})", e.getSQLState());
     }
-  }}
+  }
+}

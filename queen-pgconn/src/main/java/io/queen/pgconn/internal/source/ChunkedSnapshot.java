@@ -22,7 +22,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.LongConsumer;
 import org.slf4j.Logger;
@@ -127,11 +126,6 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
   private volatile Thread thread;
   private Connection conn; // chunk thread only
   private boolean keysLoaded; // chunk thread only
-
-  /** Test seam: the chunk transaction imports this exported snapshot (reproduces the visibility race). */
-  volatile String importSnapshot;
-  /** Test seam: told "lw" once a low watermark is written, before the chunk is read. */
-  volatile Consumer<String> phases = p -> {};
 
   /**
    * @param tables the source's tables in document order
@@ -513,8 +507,7 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
       lock.unlock();
     }
     ChunkReader.emit(c, id, "lw");
-    phases.accept("lw");
-    ChunkReader.Chunk chunk = ChunkReader.read(c, t, from, to, chunkRows, importSnapshot, events::prepare);
+    ChunkReader.Chunk chunk = ChunkReader.read(c, t, from, to, chunkRows, events::prepare);
     lock.lock();
     try {
       if (window == null || !window.id.equals(id)) {

@@ -54,7 +54,6 @@ public final class Source implements Stream.Owner {
   private final Codec codec;
   private volatile Thread owner;
   private volatile boolean stopped;
-  private volatile boolean halted;
   private volatile String phase = "connecting";
   private volatile ErrorCode lastCode;
   private volatile String lastError;
@@ -190,23 +189,6 @@ public final class Source implements Stream.Owner {
         Thread.currentThread().interrupt();
       }
     }
-  }
-
-  /**
-   * Simulates a crash of this source (for fault tests, through the registry's package-private hook): streaming stops
-   * at once and the lease is neither renewed nor given back, so another node takes over only when it runs out. True
-   * when it was running (started and not stopped).
-   */
-  public boolean halt() {
-    synchronized (this) {
-      if (owner == null || stopped) {
-        return false;
-      }
-      halted = true;
-      lease.abandon();
-    }
-    stop();
-    return true;
   }
 
   /** Whether this node owns and streams the source now (the owner gauge). */
@@ -353,15 +335,12 @@ public final class Source implements Stream.Owner {
       if (s != null) {
         s.stop();
       }
-      if (!halted) {
-        try {
-          lease.release(); // after the stream's stop: its walsender has let go of the slot
-        } catch (RuntimeException e) {
-          LOG.warn("{} - source '{}': the lease could not be given back ({}); another node takes over once it runs out",
-              host.nodeId(), spec.name(), host.describe(e));
-        }
+      try {
+        lease.release(); // after the stream's stop: its walsender has let go of the slot
+      } catch (RuntimeException e) {
+        LOG.warn("{} - source '{}': the lease could not be given back ({}); another node takes over once it runs out",
+            host.nodeId(), spec.name(), host.describe(e));
       }
-      phase = halted ? "standby" : phase;
     }
   }
 
@@ -377,7 +356,7 @@ public final class Source implements Stream.Owner {
       } catch (InterruptedException e) {
         return;
       }
-      if (stopped || halted || !lease.held()) {
+      if (stopped || !lease.held()) {
         continue;
       }
       if (!storedNow()) {

@@ -58,16 +58,15 @@ final class StandbyGate {
   private long heldSince;
   private boolean warned;
 
-  private StandbyGate(DataSource queenDb, List<String> slots, String who, long warnAfterNanos) {
+  /**
+   * A gate that waits for {@code slots} (the setting as {@link #of} read it; each level reads it again and follows
+   * it) and WARNs once confirmations have been held {@code warnAfterNanos}; {@code who} prefixes its log lines.
+   */
+  StandbyGate(DataSource queenDb, List<String> slots, String who, long warnAfterNanos) {
     this.queenDb = queenDb;
     this.slots = slots.toArray(new String[0]);
     this.who = who;
     this.warnAfterNanos = warnAfterNanos;
-  }
-
-  /** A gate on the named physical slots, whatever the setting says (tests). */
-  static StandbyGate forSlots(DataSource queenDb, List<String> slots, String who, long warnAfterNanos) {
-    return new StandbyGate(queenDb, slots, who, warnAfterNanos);
   }
 
   /**

@@ -120,16 +120,6 @@ final class TypeRegistry {
   /** Loaded domains: the built-in type each renders like. */
   private final Map<Integer, Integer> renderAs = new ConcurrentHashMap<>();
 
-  /** The statically known type, or null. */
-  static Info builtIn(int oid) {
-    return BUILT_IN.get(oid);
-  }
-
-  /** Every statically known type (for tests that check them against pg_type). */
-  static Collection<Info> builtIns() {
-    return List.copyOf(BUILT_IN.values());
-  }
-
   /** How values of {@code oid} render; {@link Kind#TEXT} for a type that is neither built-in nor resolved. */
   Kind kind(int oid) {
     Info i = info(oid);

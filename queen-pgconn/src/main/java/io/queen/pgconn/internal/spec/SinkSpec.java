@@ -7,6 +7,8 @@ import java.util.Map;
 /**
  * A validated sink document. {@code connection} is null when the sink writes into Queen's own database.
  *
+ * @param maxAttempts how many times a refused message is tried, exactly, before it is dead-lettered (see {@code
+ *     BatchApply})
  * @param metadata message fact (partition, partitionId, offset, transactionId, createdAt, payload) to column
  * @param sourceTable cdc mode: the only source table ({@code schema.table}) whose events the sink applies; null: all
  */

@@ -12,7 +12,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Instant;
@@ -63,6 +62,10 @@ class ChangeEventsTest {
     return i.getEpochSecond() * 1_000_000 + i.getNano() / 1000;
   }
 
+  static SnapshotTable table(String name) {
+    return new SnapshotTable("public", name, "q_" + name, List.of(), false);
+  }
+
   PgMessage.Relation relation(List<PgMessage> ms) throws SQLException {
     var rel = DecodingSlot.of(ms, PgMessage.Relation.class).get(0);
     types.resolve(c, rel.columns().stream().map(PgMessage.Relation.Column::typeOid).toList());
@@ -83,20 +86,16 @@ class ChangeEventsTest {
           (1, '{"name": "Ada", "tier": "gold"}', 'new', 42.00, '2026-10-03 06:14:39.365472+00'),
           (2, '{"name": "Linus", "tier": "silver"}', 'new', 17.50, '2026-10-03 06:14:39.365472+00')""");
 
-    // the snapshot: rows read by SELECT
-    PgMessage.Relation orders = ChangeEvents.loadRelation(c, "public", "orders");
+    // the snapshot: rows read as a chunk
+    ChunkReader.Chunk chunk = ChunkReader.read(c, table("orders"), null, null, 10, (conn, shape) -> { });
+    PgMessage.Relation orders = chunk.shape().relation();
     types.resolve(c, orders.columns().stream().map(PgMessage.Relation.Column::typeOid).toList());
     List<String> r = new ArrayList<>();
     List<String> partitions = new ArrayList<>();
-    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("SELECT "
-        + ChangeEvents.selectList(orders) + " FROM " + ChangeEvents.qualifiedName(orders) + " ORDER BY id")) {
-      int seq = 0;
-      while (rs.next()) {
-        PgMessage.Tuple t = ChangeEvents.fromResultSetText(rs, orders);
-        r.add(events.event('r', orders, null, t, 0x1526990L, null, micros("2026-10-03T06:14:43.797508Z"), seq++)
-            .json());
-        partitions.add(events.partition(orders, t, null));
-      }
+    for (PgMessage.Tuple t : chunk.rows()) {
+      r.add(events.event('r', orders, null, t, 0x1526990L, null, micros("2026-10-03T06:14:43.797508Z"), r.size())
+          .json());
+      partitions.add(events.partition(orders, t, null));
     }
     assertThat(r).containsExactly(
         "{\"op\":\"r\",\"table\":\"public.orders\",\"key\":{\"id\":1},\"after\":{\"id\":1,\"customer\":{\"name\":\"Ada\",\"tier\":\"gold\"},\"status\":\"new\",\"total\":42.00,\"created_at\":\"2026-10-03T06:14:39.365472+00:00\"},\"before\":null,\"lsn\":\"0/1526990\",\"ts\":\"2026-10-03T06:14:43.797508Z\",\"seq\":0}",
@@ -175,8 +174,8 @@ class ChangeEventsTest {
       assertThat(rels.get(1).columns()).allMatch(PgMessage.Relation.Column::key); // pgoutput flags all under FULL
       PgMessage.Relation full = ChangeEvents.withRowKey(c, rels.get(1));
       assertThat(full.columns()).extracting(PgMessage.Relation.Column::key).containsExactly(true, false, false);
-      assertThat(ChangeEvents.loadRelation(c, "public", "fullrow")).isEqualTo(full);
-      assertThat(ChangeEvents.loadRelation(c, "public", "nosuch")).isNull();
+      assertThat(ChunkReader.shape(c, table("fullrow")).relation()).as("the snapshot's shape").isEqualTo(full);
+      assertThatThrownBy(() -> ChunkReader.shape(c, table("nosuch"))).hasMessageContaining("table_missing");
 
       List<PgMessage.Update> us = DecodingSlot.of(ms, PgMessage.Update.class);
       assertThat(events.event('u', big, us.get(0).before(), us.get(0).after(), 0x10L, 5L, 0, 0).json())
@@ -233,7 +232,7 @@ class ChangeEventsTest {
 
       PgMessage.Relation byIndex = rels.get(1);
       assertThat(byIndex.replicaIdentity()).isEqualTo('i');
-      assertThat(ChangeEvents.loadRelation(c, "public", "byindex")).isEqualTo(byIndex);
+      assertThat(ChunkReader.shape(c, table("byindex")).relation()).as("the snapshot's shape").isEqualTo(byIndex);
       var d = DecodingSlot.of(ms, PgMessage.Delete.class).get(0);
       var event = tree(events.event('d', byIndex, d.before(), null, 0, 1L, 0, 0));
       assertThat(event.get("key").toString()).isEqualTo("{\"code\":\"A\"}");

@@ -29,7 +29,6 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Consumer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -81,11 +80,32 @@ class ChunkedSnapshotTest {
   }
 
   ChunkedSnapshot snapshot(SnapshotTable t, int chunkRows) {
-    ChunkedSnapshot s = new ChunkedSnapshot(List.of(t), chunkRows, db::connection, Values::apply,
+    return snapshot(t, chunkRows, db::connection);
+  }
+
+  /** A snapshot whose chunk connection runs {@code atChunkStart} where each chunk's transaction begins. */
+  ChunkedSnapshot snapshot(SnapshotTable t, int chunkRows, ChunkStart.Action atChunkStart) {
+    return snapshot(t, chunkRows, ChunkStart.connector(db::connection, atChunkStart));
+  }
+
+  ChunkedSnapshot snapshot(SnapshotTable t, int chunkRows, ChunkedSnapshot.Connector connector) {
+    ChunkedSnapshot s = new ChunkedSnapshot(List.of(t), chunkRows, connector, Values::apply,
         new SnapshotDriver.TestEvents(), rowsCounted::addAndGet,
         r -> new Thread(r, "queen-test-snapshot"));
     toClose.add(s);
     return s;
+  }
+
+  /** Once, at the first chunk's start (its low watermark written, nothing read yet): {@code statements}. */
+  ChunkStart.Action onceAtFirstChunk(String... statements) {
+    AtomicBoolean once = new AtomicBoolean();
+    return chunk -> {
+      if (once.compareAndSet(false, true)) {
+        for (String st : statements) {
+          run(st);
+        }
+      }
+    };
   }
 
   SnapshotDriver driver(SnapshotTable t) throws SQLException {
@@ -296,8 +316,12 @@ class ChunkedSnapshotTest {
       // a transaction that starts after the snapshot (xid >= xmax) and commits before LW
       sql("UPDATE race SET ver = 2 WHERE id = 5");
 
-      ChunkedSnapshot s = snapshot(t, 100);
-      s.importSnapshot = exported;
+      // each chunk's transaction imports it: the race, whatever the timing
+      ChunkedSnapshot s = snapshot(t, 100, chunk -> {
+        try (Statement st = chunk.createStatement()) {
+          st.execute("SET TRANSACTION SNAPSHOT '" + exported + "'");
+        }
+      });
       d.start(s);
       s.start();
       awaitDone(s);
@@ -337,13 +361,7 @@ class ChunkedSnapshotTest {
         "INSERT INTO toasty SELECT g, g, repeat(md5(g::text), 200) FROM generate_series(1, 20) g");
     SnapshotTable t = table("toasty");
     SnapshotDriver d = driver(t);
-    ChunkedSnapshot s = snapshot(t, 50);
-    AtomicBoolean once = new AtomicBoolean();
-    s.phases = phase -> {
-      if (phase.equals("lw") && once.compareAndSet(false, true)) {
-        run("UPDATE toasty SET n = n + 100 WHERE id = 3");
-      }
-    };
+    ChunkedSnapshot s = snapshot(t, 50, onceAtFirstChunk("UPDATE toasty SET n = n + 100 WHERE id = 3"));
     d.start(s);
     s.start();
     awaitDone(s);
@@ -414,13 +432,7 @@ class ChunkedSnapshotTest {
             + " unnest(ARRAY['x|y', 'a\\b', 'plain', 'Z', '']) b");
     SnapshotTable t = table("comp");
     SnapshotDriver d = driver(t);
-    ChunkedSnapshot s = snapshot(t, 7);
-    AtomicBoolean once = new AtomicBoolean();
-    s.phases = phase -> {
-      if (phase.equals("lw") && once.compareAndSet(false, true)) {
-        run("UPDATE comp SET v = 99 WHERE a = 1 AND b = 'Z'");
-      }
-    };
+    ChunkedSnapshot s = snapshot(t, 7, onceAtFirstChunk("UPDATE comp SET v = 99 WHERE a = 1 AND b = 'Z'"));
     d.start(s);
     s.start();
     awaitDone(s);
@@ -448,14 +460,8 @@ class ChunkedSnapshotTest {
     SnapshotTable t = table("shape");
     SnapshotDriver d = driver(t);
     sql("UPDATE shape SET v = 0 WHERE id = 1"); // the stream knows the old shape
-    ChunkedSnapshot s = snapshot(t, 50);
-    AtomicBoolean once = new AtomicBoolean();
-    s.phases = phase -> {
-      if (phase.equals("lw") && once.compareAndSet(false, true)) {
-        run("ALTER TABLE shape ADD COLUMN extra int DEFAULT 7");
-        run("UPDATE shape SET v = 20 WHERE id = 2");
-      }
-    };
+    ChunkedSnapshot s = snapshot(t, 50, onceAtFirstChunk("ALTER TABLE shape ADD COLUMN extra int DEFAULT 7",
+        "UPDATE shape SET v = 20 WHERE id = 2"));
     d.start(s);
     s.start();
     awaitDone(s);

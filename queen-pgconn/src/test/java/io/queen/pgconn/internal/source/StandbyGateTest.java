@@ -59,7 +59,7 @@ class StandbyGateTest {
 
   @Test
   void aCommitIsConfirmedOnlyOnceTheNamedStandbyHasIt() throws Exception {
-    StandbyGate gate = StandbyGate.forSlots(db.dataSource(), List.of(slot), "test", Long.MAX_VALUE);
+    StandbyGate gate = new StandbyGate(db.dataSource(), List.of(slot), "test", Long.MAX_VALUE);
     sql("create table t (v int)", "insert into t values (1)"); // WAL past the slot's reserved position
     assertThat(gate.committed(100)).isEqualTo(StandbyGate.NONE);
     assertThat(gate.holding()).isTrue();
@@ -75,7 +75,7 @@ class StandbyGateTest {
 
   @Test
   void aSettingClearedWhileConfirmationsWaitLetsThemGo() throws Exception {
-    StandbyGate gate = StandbyGate.forSlots(db.dataSource(), List.of(slot), "test", Long.MAX_VALUE);
+    StandbyGate gate = new StandbyGate(db.dataSource(), List.of(slot), "test", Long.MAX_VALUE);
     sql("create table t2 (v int)", "insert into t2 values (1)");
     assertThat(gate.committed(300)).isEqualTo(StandbyGate.NONE);
     setting(null); // as after a promotion, when it named the old primary's standby
@@ -85,7 +85,7 @@ class StandbyGateTest {
 
   @Test
   void aNamedSlotThatDoesNotExistHoldsEveryConfirmationAndSaysSo() throws Exception {
-    StandbyGate gate = StandbyGate.forSlots(db.dataSource(), List.of(slot, "no_such_standby"), "node - source 's'", 0);
+    StandbyGate gate = new StandbyGate(db.dataSource(), List.of(slot, "no_such_standby"), "node - source 's'", 0);
     sql("select pg_replication_slot_advance('" + slot + "', pg_current_wal_lsn())",
         "select pg_create_physical_replication_slot('no_such_standby_" + slot + "')"); // (the setting needs it at set)
     setting(slot + ", no_such_standby_" + slot);

@@ -17,7 +17,14 @@ class TypeRegistryTest {
   void theStaticTableAgreesWithPgType(TestDatabase db) throws Exception {
     try (Connection c = db.connection();
         PreparedStatement ps = c.prepareStatement("SELECT typname, typelem::int8, typcategory FROM pg_type WHERE oid = ?")) {
-      for (TypeRegistry.Info i : TypeRegistry.builtIns()) {
+      TypeRegistry nothingResolved = new TypeRegistry(); // knows the built-ins only, all below FIRST_NORMAL_OID
+      int checked = 0;
+      for (int oid = 0; oid < TypeRegistry.FIRST_NORMAL_OID; oid++) {
+        TypeRegistry.Info i = nothingResolved.info(oid);
+        if (i == null) {
+          continue;
+        }
+        checked++;
         ps.setLong(1, i.oid());
         try (ResultSet rs = ps.executeQuery()) {
           assertThat(rs.next()).as("oid %d", i.oid()).isTrue();
@@ -28,6 +35,7 @@ class TypeRegistryTest {
           }
         }
       }
+      assertThat(checked).as("built-in types checked").isGreaterThan(100);
     }
   }
 

@@ -9,7 +9,6 @@ import io.queen.testkit.RequiresLogicalReplication;
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -26,7 +25,7 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Every value rule through the real path: a row written, decoded from pgoutput bytes, rendered; and the same
- * row read by SELECT through {@link ChangeEvents#fromResultSetText}, rendered identically. The JVM runs in a
+ * row read as the snapshot reads a chunk ({@link ChunkReader#read}), rendered identically. The JVM runs in a
  * zone that is not UTC and the kit's login trigger sets yet another one on every session.
  */
 @QueenPostgres
@@ -174,21 +173,17 @@ class ValuesTest {
       assertThat(got).containsExactlyEntriesOf(want);
       assertThat(after).isEqualTo(expected.toString());
 
-      // the snapshot's way: a SELECT read as text, more often than pgjdbc's prepareThreshold
-      PgMessage.Relation fromCatalog = ChangeEvents.loadRelation(c, "public", "v");
-      assertThat(fromCatalog).isEqualTo(rel);
-      try (PreparedStatement ps = c.prepareStatement("SELECT " + ChangeEvents.selectList(fromCatalog) + " FROM "
-          + ChangeEvents.qualifiedName(fromCatalog) + " WHERE id = ?")) {
-        for (int round = 0; round < 7; round++) {
-          ps.setInt(1, 1);
-          try (ResultSet rs = ps.executeQuery()) {
-            assertThat(rs.next()).isTrue();
-            PgMessage.Tuple t = ChangeEvents.fromResultSetText(rs, fromCatalog);
-            var r = events.event('r', fromCatalog, null, t, begin.finalLsn(), null, begin.commitTimeMicros(), 0);
-            assertThat(member(r.json(), "after")).as("round " + round).isEqualTo(after);
-            assertThat(t.texts()).containsExactly(ins.after().texts());
-          }
-        }
+      // the snapshot's way: a chunk read as the snapshot reads it, more often than pgjdbc's prepareThreshold
+      SnapshotTable table = new SnapshotTable("public", "v", "q_v", List.of(), false);
+      for (int round = 0; round < 7; round++) {
+        ChunkReader.Chunk chunk = ChunkReader.read(c, table, null, null, 10, (conn, shape) -> { });
+        PgMessage.Relation fromCatalog = chunk.shape().relation();
+        assertThat(fromCatalog).isEqualTo(rel);
+        assertThat(chunk.rows()).hasSize(1);
+        PgMessage.Tuple t = chunk.rows().get(0);
+        var r = events.event('r', fromCatalog, null, t, begin.finalLsn(), null, begin.commitTimeMicros(), 0);
+        assertThat(member(r.json(), "after")).as("round " + round).isEqualTo(after);
+        assertThat(t.texts()).containsExactly(ins.after().texts());
       }
     }
   }

@@ -1,4 +1,4 @@
-package io.queen.examples.bench;
+package io.queen.bench;
 
 import java.sql.Connection;
 import java.sql.ResultSet;

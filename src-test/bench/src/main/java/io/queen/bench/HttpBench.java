@@ -1,4 +1,4 @@
-package io.queen.examples.bench;
+package io.queen.bench;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -10,10 +10,10 @@ import io.queen.Json;
 import io.queen.Message;
 import io.queen.PushItem;
 import io.queen.Queen;
+import io.queen.bench.ThroughputRunner.Result;
+import io.queen.bench.ThroughputRunner.Window;
 import io.queen.embedded.EmbeddedQueen;
 import io.queen.embedded.http.HttpOptions;
-import io.queen.examples.bench.ThroughputRunner.Result;
-import io.queen.examples.bench.ThroughputRunner.Window;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;

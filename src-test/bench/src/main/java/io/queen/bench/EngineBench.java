@@ -1,4 +1,4 @@
-package io.queen.examples.bench;
+package io.queen.bench;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.micrometer.core.instrument.Counter;

@@ -1,4 +1,4 @@
-package io.queen.examples.bench;
+package io.queen.bench;
 
 import io.queen.testkit.TestDatabase;
 import java.sql.Connection;

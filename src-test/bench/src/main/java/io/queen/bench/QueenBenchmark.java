@@ -1,4 +1,4 @@
-package io.queen.examples.bench;
+package io.queen.bench;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.queen.AckResult;
@@ -14,10 +14,10 @@ import io.queen.QueueClient;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.Transaction;
+import io.queen.bench.ThroughputRunner.Result;
+import io.queen.bench.ThroughputRunner.Window;
+import io.queen.bench.ThroughputRunner.Worker;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.examples.bench.ThroughputRunner.Result;
-import io.queen.examples.bench.ThroughputRunner.Window;
-import io.queen.examples.bench.ThroughputRunner.Worker;
 import io.queen.testkit.PostgresServer;
 import io.queen.testkit.TestDatabase;
 import java.sql.Array;
@@ -51,7 +51,8 @@ import java.util.function.Function;
  * same backlog) and two KV rates ({@code kv_put}, {@code kv_incr_hot_key}).
  *
  * <pre>
- * mvn -B -q -pl examples exec:java -Dexec.mainClass=io.queen.examples.bench.QueenBenchmark [-Dexec.args="--only push_batch1 --seconds 5"]
+ * mvn -q -B install -DskipTests
+ * mvn -q -B -pl src-test/bench exec:java [-Dexec.args="--only push_batch1 --seconds 5"]
  * </pre>
  *
  * <p>Options: {@code --only name,name} ({@value #NAMES_TEXT}), {@code --seconds N} (timed window of each throughput phase,

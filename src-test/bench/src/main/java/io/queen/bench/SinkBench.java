@@ -1,4 +1,4 @@
-package io.queen.examples.bench;
+package io.queen.bench;
 
 import io.queen.ConnectorStatus;
 import io.queen.PushItem;
