@@ -32,6 +32,9 @@ import org.slf4j.LoggerFactory;
  * path) and {@link #catalogue()} (queues and groups); {@link PushReceipts} is the janitor's. Methods taking a
  * {@link Connection} run inside the caller's transaction (the transaction bundle uses them); the others own their
  * transaction.
+ *
+ * <p>Over 600 lines: pop, ack, renew and release with what each needs around its SQL call (the key checks and the
+ * decryption of what a pop returns, the dead-letter reports of an ack); the push path and the catalogue live apart.
  */
 public final class Broker {
   private static final Logger LOG = LoggerFactory.getLogger(Broker.class);

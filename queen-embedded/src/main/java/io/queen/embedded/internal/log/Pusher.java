@@ -35,6 +35,10 @@ import org.slf4j.LoggerFactory;
  * The push path: a push Queen owns (retried, combined per partition by {@link PartitionLanes}, with its wake-ups after
  * the commit) and a push inside a caller's transaction, through the {@code push}, {@code push_fast} and
  * {@code push_partition} functions. Payloads are encoded, checked and sealed here, before any SQL.
+ *
+ * <p>Over 600 lines: one push's whole way, from encoding and sealing through the choice of the three SQL forms to
+ * the retry of an outcome unknown and its reconciliation through the receipts; every step works on the one prepared
+ * {@link PushBatch} and its bindings.
  */
 public final class Pusher {
   /** SQLState raised by {@code push} when a queue's maxSize would be exceeded. */
