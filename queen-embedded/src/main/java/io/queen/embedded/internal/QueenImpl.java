@@ -418,11 +418,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
     return scheduler;
   }
 
-  /** The node's heartbeat and its row in {@code nodes}. */
-  public Liveness liveness() {
-    return liveness;
-  }
-
   /** True once {@link #close()} has started. */
   @Override
   public boolean isClosing() {
