@@ -79,8 +79,7 @@ class WakeupTest {
     try (Queen a = EmbeddedQueen.builder().dataSource(ds).nodeId("w2").start();
         Queen b = EmbeddedQueen.builder().dataSource(ds).nodeId("w3").pollInterval(Duration.ofSeconds(30)).start()) {
       QueenImpl ai = (QueenImpl) a;
-      await().atMost(Duration.ofSeconds(10)).until(() -> ai.wakeups().listenerBackendPid() > 0
-          && ((QueenImpl) b).wakeups().listenerBackendPid() > 0);
+      await().atMost(Duration.ofSeconds(10)).until(() -> ai.wakeups().connected() && ((QueenImpl) b).wakeups().connected());
       AtomicInteger got = new AtomicInteger();
       a.queue("wake-own").push(Map.of("n", 0));
       try (Subscription s = b.queue("wake-own").consumer().consume(m -> got.incrementAndGet())) {

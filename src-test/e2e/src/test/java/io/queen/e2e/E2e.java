@@ -52,7 +52,7 @@ final class E2e {
     return g == null ? 0 : g.leases();
   }
 
-  /** The broker internals of a node (tests only: the listener's backend pid, reconnects). */
+  /** The broker internals of a node (whether its wake-up listener is connected, whether it knows of other nodes). */
   static QueenImpl internals(Queen queen) {
     return (QueenImpl) queen;
   }
@@ -73,6 +73,27 @@ final class E2e {
         rs.next();
         return rs.getInt(1);
       }
+    }
+  }
+
+  /** The {@code application_name} of the wake-up listener's connection of {@code node}. */
+  static String listenerName(Queen node) {
+    return "queen-" + node.nodeId() + "-listener";
+  }
+
+  /** The backend pids of the wake-up listener of {@code node} (found by {@link #listenerName}). */
+  static List<Integer> listenerPids(TestDatabase db, Queen node) throws SQLException {
+    try (Connection c = db.connection();
+        PreparedStatement st = c.prepareStatement("select pid from pg_stat_activity"
+            + " where datname = current_database() and application_name = ? order by pid")) {
+      st.setString(1, listenerName(node));
+      List<Integer> pids = new ArrayList<>();
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          pids.add(rs.getInt(1));
+        }
+      }
+      return pids;
     }
   }
 
