@@ -338,8 +338,8 @@ class ConsumerRoundIT {
     within(Duration.ofSeconds(10)).until(() -> E2e.internals(consumer).wakeups().connected());
     // and the pusher knows it is not alone: a node alone sends no NOTIFY, and learns of a new one from its hello or its
     // next heartbeat (the hello is missed when the pusher's own listener was not connected yet: then up to one
-    // heartbeat interval, during which a message waits for the consumer's poll)
-    within(Duration.ofSeconds(10)).until(() -> E2e.internals(pusher).wakeups().othersAlive());
+    // heartbeat interval, during which a message waits for the consumer's poll); the heartbeat is seen in the database
+    within(Duration.ofSeconds(10)).until(() -> E2e.beatSinceStartOf(db, pusher, consumer));
     List<Long> latencies = deliveryLatencies(pusher, consumer, "wake-notify", 3);
     LOG.info("NOTIFY wake-up latencies {} ms", latencies);
     assertThat(latencies).allSatisfy(ms -> assertThat(ms).isLessThan(2000));

@@ -52,7 +52,7 @@ final class E2e {
     return g == null ? 0 : g.leases();
   }
 
-  /** The broker internals of a node (whether its wake-up listener is connected, whether it knows of other nodes). */
+  /** The broker internals of a node (whether its wake-up listener is connected). */
   static QueenImpl internals(Queen queen) {
     return (QueenImpl) queen;
   }
@@ -94,6 +94,22 @@ final class E2e {
         }
       }
       return pids;
+    }
+  }
+
+  /**
+   * Whether a heartbeat of {@code node} ran after {@code other} registered (both in the schema {@code queen}): each beat
+   * tells the node whether another node is alive, so from then on it notifies {@code other} of its pushes.
+   */
+  static boolean beatSinceStartOf(TestDatabase db, Queen node, Queen other) throws SQLException {
+    try (Connection c = db.connection();
+        PreparedStatement st = c.prepareStatement("select n.heartbeat_at > o.started_at from queen.nodes n, queen.nodes o"
+            + " where n.node_id = ? and o.node_id = ?")) {
+      st.setString(1, node.nodeId());
+      st.setString(2, other.nodeId());
+      try (ResultSet rs = st.executeQuery()) {
+        return rs.next() && rs.getBoolean(1);
+      }
     }
   }
 

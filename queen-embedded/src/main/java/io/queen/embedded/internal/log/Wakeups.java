@@ -104,7 +104,7 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /** Whether this node currently notifies other nodes of its pushes. */
-  public boolean othersAlive() {
+  boolean othersAlive() {
     return othersAlive;
   }
 
@@ -136,7 +136,7 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /** NOTIFY statements sent so far (each may cover several queues and several pushes). */
-  public long notificationsSent() {
+  long notificationsSent() {
     return notifications;
   }
 
@@ -258,7 +258,7 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /** Notifications of this node's own pushes that came back on its LISTEN connection and were ignored. */
-  public long ownNotificationsIgnored() {
+  long ownNotificationsIgnored() {
     return ownNotifications;
   }
 
