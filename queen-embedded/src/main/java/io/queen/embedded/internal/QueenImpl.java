@@ -59,7 +59,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private final QueenConfig config;
   private final DataSource ds;
   private final HikariDataSource ownPool;
-  private final JsonCodec codec;
   private final Wakeups wakeups;
   private final Metrics metrics;
   private final Broker broker;
@@ -97,7 +96,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.config = config;
     this.ds = ds;
     this.ownPool = ownPool;
-    this.codec = new JsonCodec(config.mapper());
+    JsonCodec codec = new JsonCodec(config.mapper());
     this.wakeups = new Wakeups(ds, config.schema(), config.nodeId(), (role, r) -> newDaemon(role, r));
     this.metrics = new MetricsSwitch(config.nodeId(), config.meterRegistry() == null ? Metrics.NOOP
         : new MicrometerMetrics(config.meterRegistry(), config.meterTags()), config.meterTags());
@@ -403,10 +402,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
   @Override
   public Wakeups wakeups() {
     return wakeups;
-  }
-
-  public JsonCodec codec() {
-    return codec;
   }
 
   public DataSource dataSource() {
