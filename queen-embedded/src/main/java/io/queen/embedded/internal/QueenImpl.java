@@ -404,10 +404,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
     return wakeups;
   }
 
-  public DataSource dataSource() {
-    return ds;
-  }
-
   @Override
   public ScheduledExecutorService scheduler() {
     return scheduler;
