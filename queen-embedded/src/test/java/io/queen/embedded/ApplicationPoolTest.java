@@ -52,6 +52,12 @@ class ApplicationPoolTest {
       st.execute("alter database " + db.name() + " set idle_session_timeout = '1s'");
     }
     try (HikariDataSource pool = db.newDataSource(4)) {
+      String poolsName;
+      try (Connection c = pool.getConnection(); Statement st = c.createStatement();
+          ResultSet rs = st.executeQuery("select current_setting('application_name')")) {
+        rs.next();
+        poolsName = rs.getString(1);
+      }
       try (LogCapture logs = LogCapture.start();
           Queen q = EmbeddedQueen.builder().dataSource(pool).nodeId("idle").start()) {
         QueenImpl node = (QueenImpl) q;
@@ -61,8 +67,14 @@ class ApplicationPoolTest {
             .atMost(java.time.Duration.ofSeconds(5)).pollInterval(java.time.Duration.ofMillis(100))
             .until(() -> node.wakeups().connected());
         assertThat(logs.linesWith("WARN", "wake-up listener lost its connection")).isEmpty();
+        try (Connection c = db.connection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
+            "select count(*) from pg_stat_activity where application_name = 'queen-idle-listener'")) {
+          rs.next();
+          assertThat(rs.getLong(1)).as("the listener named in pg_stat_activity").isEqualTo(1);
+        }
       }
-      // closed: every connection of the pool is back without a LISTEN and with the database's idle_session_timeout
+      // closed: every connection of the pool is back without a LISTEN, with the database's idle_session_timeout and the
+      // pool's application_name
       List<Connection> all = new ArrayList<>();
       try {
         for (int i = 0; i < 4; i++) {
@@ -70,10 +82,12 @@ class ApplicationPoolTest {
         }
         for (Connection c : all) {
           try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(
-              "select (select count(*) from pg_listening_channels()), current_setting('idle_session_timeout')")) {
+              "select (select count(*) from pg_listening_channels()), current_setting('idle_session_timeout'),"
+                  + " current_setting('application_name')")) {
             rs.next();
             assertThat(rs.getLong(1)).isZero();
             assertThat(rs.getString(2)).isEqualTo("1s");
+            assertThat(rs.getString(3)).isEqualTo(poolsName);
           }
         }
       } finally {

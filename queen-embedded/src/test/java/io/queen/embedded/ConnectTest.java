@@ -152,7 +152,7 @@ class ConnectTest {
         .nodeId("starved").listen(false).janitor(false).connectTimeout(Duration.ofSeconds(1)).start();
     List<Connection> held = new ArrayList<>();
     try {
-      DataSource pool = ((QueenImpl) q).dataSource();
+      DataSource pool = ((QueenImpl) q).broker().dataSource();
       while (true) { // take every connection the pool will give
         try {
           held.add(pool.getConnection());

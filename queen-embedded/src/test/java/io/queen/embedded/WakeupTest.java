@@ -8,6 +8,7 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.embedded.internal.QueenImpl;
+import io.queen.embedded.internal.log.LogState;
 import io.queen.testkit.QueenPostgres;
 import java.time.Duration;
 import java.util.Map;
@@ -79,8 +80,7 @@ class WakeupTest {
     try (Queen a = EmbeddedQueen.builder().dataSource(ds).nodeId("w2").start();
         Queen b = EmbeddedQueen.builder().dataSource(ds).nodeId("w3").pollInterval(Duration.ofSeconds(30)).start()) {
       QueenImpl ai = (QueenImpl) a;
-      await().atMost(Duration.ofSeconds(10)).until(() -> ai.wakeups().listenerBackendPid() > 0
-          && ((QueenImpl) b).wakeups().listenerBackendPid() > 0);
+      await().atMost(Duration.ofSeconds(10)).until(() -> ai.wakeups().connected() && ((QueenImpl) b).wakeups().connected());
       AtomicInteger got = new AtomicInteger();
       a.queue("wake-own").push(Map.of("n", 0));
       try (Subscription s = b.queue("wake-own").consumer().consume(m -> got.incrementAndGet())) {
@@ -92,29 +92,28 @@ class WakeupTest {
           await().atMost(Duration.ofSeconds(5)).until(() -> got.get() == want);
         }
       }
-      await().atMost(Duration.ofSeconds(5)).until(() -> ai.wakeups().ownNotificationsIgnored() >= 1);
-      assertThat(((QueenImpl) b).wakeups().ownNotificationsIgnored()).isZero();
+      await().atMost(Duration.ofSeconds(5)).until(() -> LogState.ownNotificationsIgnored(a) >= 1);
+      assertThat(LogState.ownNotificationsIgnored(b)).isZero();
     }
   }
   @Test
   void aNodeAloneSendsNoNotificationsUntilAnotherNodeSaysHello(DataSource ds) {
     String schema = "alone";
     try (Queen a = EmbeddedQueen.builder().dataSource(ds).schema(schema).nodeId("solo").start()) {
-      QueenImpl ai = (QueenImpl) a;
       // the first heartbeat sees no other node; the node's own hello went out at start
-      await().atMost(Duration.ofSeconds(10)).until(() -> !ai.wakeups().othersAlive() && ai.wakeups().notificationsSent() >= 1);
-      long sent = ai.wakeups().notificationsSent();
+      await().atMost(Duration.ofSeconds(10)).until(() -> !LogState.othersAlive(a) && LogState.notificationsSent(a) >= 1);
+      long sent = LogState.notificationsSent(a);
       for (int i = 0; i < 20; i++) {
         a.queue("alone-q").partition("p").push(Map.of("n", i));
       }
-      assertThat(ai.wakeups().notificationsSent()).as("no NOTIFY while alone").isEqualTo(sent);
+      assertThat(LogState.notificationsSent(a)).as("no NOTIFY while alone").isEqualTo(sent);
 
       AtomicInteger got = new AtomicInteger();
       try (Queen b = EmbeddedQueen.builder().dataSource(ds).schema(schema).nodeId("second")
           .pollInterval(Duration.ofSeconds(30)).start();
           Subscription s = b.queue("alone-q").consumer().batch(100).consume(m -> got.incrementAndGet())) {
         // b's hello (or a's next heartbeat) tells a that someone listens
-        await().atMost(Duration.ofSeconds(5)).until(() -> ai.wakeups().othersAlive());
+        await().atMost(Duration.ofSeconds(5)).until(() -> LogState.othersAlive(a));
         await().atMost(Duration.ofSeconds(10)).until(() -> got.get() == 20);
         for (int i = 20; i < 23; i++) {
           a.queue("alone-q").partition("p").push(Map.of("n", i));
@@ -122,10 +121,10 @@ class WakeupTest {
           // b polls every 30 s: only a's notification can wake it this fast
           await().atMost(Duration.ofSeconds(5)).until(() -> got.get() == want);
         }
-        assertThat(ai.wakeups().notificationsSent()).isGreaterThan(sent);
+        assertThat(LogState.notificationsSent(a)).isGreaterThan(sent);
       }
       // b removed its row on close: a's next heartbeat sees it alone again
-      await().atMost(Duration.ofSeconds(10)).until(() -> !ai.wakeups().othersAlive());
+      await().atMost(Duration.ofSeconds(10)).until(() -> !LogState.othersAlive(a));
     }
   }
 }

@@ -63,7 +63,6 @@ public final class QueenImpl implements Queen, ConsumerNode {
   private final QueenConfig config;
   private final DataSource ds;
   private final HikariDataSource ownPool;
-  private final JsonCodec codec;
   private final Wakeups wakeups;
   private final Metrics metrics;
   private final Broker broker;
@@ -103,7 +102,7 @@ public final class QueenImpl implements Queen, ConsumerNode {
     this.ownPool = ownPool;
     String schema = config.connection().schema();
     String nodeId = config.nodeId();
-    this.codec = new JsonCodec(config.payload().mapper());
+    JsonCodec codec = new JsonCodec(config.payload().mapper());
     this.wakeups = new Wakeups(ds, schema, nodeId, (role, r) -> newDaemon(role, r));
     List<String> tags = config.metrics().tags();
     this.metrics = new MetricsSwitch(nodeId, config.metrics().registry() == null ? Metrics.NOOP
@@ -281,22 +280,9 @@ public final class QueenImpl implements Queen, ConsumerNode {
     return wakeups;
   }
 
-  public JsonCodec codec() {
-    return codec;
-  }
-
-  public DataSource dataSource() {
-    return ds;
-  }
-
   @Override
   public ScheduledExecutorService scheduler() {
     return scheduler;
-  }
-
-  /** The node's heartbeat and its row in {@code nodes}. */
-  public Liveness liveness() {
-    return liveness;
   }
 
   /** True once {@link #close()} has started. */

@@ -11,6 +11,7 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
+import io.queen.embedded.FrozenHeartbeats;
 import io.queen.embedded.LivenessTest;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
@@ -182,7 +183,8 @@ class ZombieBundleTest {
   @Test
   void theConsumeLoopOfAStalledNodeNeverCommitsItsEffectASecondTime(DataSource ds) throws Exception {
     String q = "zq6";
-    try (Queen a = node(ds, "zombie-loop-a"); Queen b = node(ds, "zombie-loop-b")) {
+    FrozenHeartbeats frozen = new FrozenHeartbeats(ds);
+    try (Queen a = node(frozen, "zombie-loop-a"); Queen b = node(ds, "zombie-loop-b")) {
       a.queue(q).partition("p").push(Map.of("n", 0));
       CountDownLatch inHandler = new CountDownLatch(1);
       CountDownLatch goOn = new CountDownLatch(1);
@@ -193,7 +195,7 @@ class ZombieBundleTest {
             tx.push(q + "-effects", "p", Map.of("by", "a")); // no marker: the ack's fence alone keeps it out
           })) {
         assertThat(inHandler.await(10, TimeUnit.SECONDS)).isTrue();
-        LivenessTest.kill(ds, a); // a looks dead from here on (a pause): b may take its lease; its threads go on
+        LivenessTest.kill(frozen, a); // a looks dead from here on (a pause): b may take its lease; its threads go on
         List<Message> taken = b.queue(q).group("g").subscription(SubscriptionMode.ALL).pop();
         assertThat(taken).hasSize(1);
         b.transaction().push(q + "-effects", "p", Map.of("by", "b")).ack(taken.get(0)).commit();

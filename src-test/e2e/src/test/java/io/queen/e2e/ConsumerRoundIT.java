@@ -257,10 +257,13 @@ class ConsumerRoundIT {
       completed.incrementAndGet();
     }));
     int killedBackends = 0;
+    Set<Integer> killedListeners = new HashSet<>();
     if (fault == Fault.TERMINATED_BACKEND) {
       for (int threshold : new int[] {CRASH_MESSAGES / 4, CRASH_MESSAGES / 2, CRASH_MESSAGES * 3 / 4}) {
         within(Duration.ofSeconds(60)).until(() -> completed.get() >= threshold);
-        int k = E2e.terminateBackends(db, app);
+        // the pool's backends carry the pool's application name; the wake-up listener's, its own
+        killedListeners.addAll(E2e.listenerPids(db, consumer));
+        int k = E2e.terminateBackends(db, app) + E2e.terminateBackends(db, E2e.listenerName(consumer));
         killedBackends += k;
         LOG.info("terminated {} backends of node victim after {} completions", k, completed.get());
       }
@@ -284,7 +287,9 @@ class ConsumerRoundIT {
     assertThat(pusher.deadLetters(q).defaultGroup().count()).isZero();
     if (fault == Fault.TERMINATED_BACKEND) {
       assertThat(killedBackends).as("backends terminated").isGreaterThanOrEqualTo(3);
-      assertThat(E2e.internals(consumer).wakeups().reconnects()).as("the listener reconnected").isPositive();
+      assertThat(killedListeners).as("the listener's backends terminated").isNotEmpty();
+      within(Duration.ofSeconds(15)).until(() -> E2e.internals(consumer).wakeups().connected()
+          && E2e.listenerPids(db, consumer).stream().anyMatch(pid -> !killedListeners.contains(pid)));
     } else {
       long expectedBreaks = IntStream.range(0, CRASH_MESSAGES).filter(ConsumerRoundIT::planned).count();
       assertThat(breaks).as("each planned break happened once").hasSize((int) expectedBreaks)
@@ -330,11 +335,11 @@ class ConsumerRoundIT {
     Queen pusher = node("notify-pusher");
     // polls only every 30 s: a delivery within ~2 s can only come from the notification
     Queen consumer = node("notify-consumer", b -> b.pollInterval(Duration.ofSeconds(30)));
-    within(Duration.ofSeconds(10)).until(() -> E2e.internals(consumer).wakeups().listenerBackendPid() > 0);
+    within(Duration.ofSeconds(10)).until(() -> E2e.internals(consumer).wakeups().connected());
     // and the pusher knows it is not alone: a node alone sends no NOTIFY, and learns of a new one from its hello or its
     // next heartbeat (the hello is missed when the pusher's own listener was not connected yet: then up to one
-    // heartbeat interval, during which a message waits for the consumer's poll)
-    within(Duration.ofSeconds(10)).until(() -> E2e.internals(pusher).wakeups().othersAlive());
+    // heartbeat interval, during which a message waits for the consumer's poll); the heartbeat is seen in the database
+    within(Duration.ofSeconds(10)).until(() -> E2e.beatSinceStartOf(db, pusher, consumer));
     List<Long> latencies = deliveryLatencies(pusher, consumer, "wake-notify", 3);
     LOG.info("NOTIFY wake-up latencies {} ms", latencies);
     assertThat(latencies).allSatisfy(ms -> assertThat(ms).isLessThan(2000));
@@ -345,7 +350,7 @@ class ConsumerRoundIT {
   void consumerWakesOnPoll() {
     Queen pusher = node("poll-pusher");
     Queen consumer = node("poll-consumer", b -> b.listen(false).pollInterval(Duration.ofMillis(200)));
-    assertThat(E2e.internals(consumer).wakeups().listenerBackendPid()).as("no LISTEN connection").isEqualTo(-1);
+    assertThat(E2e.internals(consumer).wakeups().connected()).as("no LISTEN connection").isFalse();
     List<Long> latencies = deliveryLatencies(pusher, consumer, "wake-poll", 3);
     LOG.info("poll wake-up latencies {} ms", latencies);
     assertThat(latencies).allSatisfy(ms -> assertThat(ms).isLessThan(2000));
@@ -358,7 +363,8 @@ class ConsumerRoundIT {
     int messages = 400;
     Queen pusher = node("loss-pusher");
     Queen consumer = node("loss-consumer", b -> b.pollInterval(Duration.ofSeconds(1)));
-    within(Duration.ofSeconds(10)).until(() -> E2e.internals(consumer).wakeups().listenerBackendPid() > 0);
+    within(Duration.ofSeconds(10)).until(() -> E2e.internals(consumer).wakeups().connected()
+        && E2e.listenerPids(db, consumer).size() == 1);
     E2e.Recorder rec = new E2e.Recorder();
     Subscription s = closeLater(consumer.queue(q).consumer().concurrency(2).batch(10).consume(rec::record));
     Set<UUID> pushed = ConcurrentHashMap.newKeySet();
@@ -369,13 +375,14 @@ class ConsumerRoundIT {
     });
 
     within(Duration.ofSeconds(30)).until(() -> rec.total.get() >= 50);
-    int oldPid = E2e.internals(consumer).wakeups().listenerBackendPid();
+    int oldPid = E2e.listenerPids(db, consumer).get(0);
     assertThat(E2e.terminateBackend(db, oldPid)).isTrue();
-    within(Duration.ofSeconds(15)).until(() -> E2e.internals(consumer).wakeups().reconnects() > 0
-        && E2e.internals(consumer).wakeups().listenerBackendPid() > 0
-        && E2e.internals(consumer).wakeups().listenerBackendPid() != oldPid);
+    within(Duration.ofSeconds(15)).until(() -> { // the old backend gone, a new one listening
+      List<Integer> now = E2e.listenerPids(db, consumer);
+      return E2e.internals(consumer).wakeups().connected() && now.size() == 1 && now.get(0) != oldPid;
+    });
     LOG.info("listener {} killed after {} handled; reconnected as {}", oldPid, rec.total.get(),
-        E2e.internals(consumer).wakeups().listenerBackendPid());
+        E2e.listenerPids(db, consumer));
 
     producer.get(60, TimeUnit.SECONDS);
     within(Duration.ofSeconds(30)).until(() -> rec.total.get() >= messages && lag(pusher, q, Queen.DEFAULT_GROUP) == 0);

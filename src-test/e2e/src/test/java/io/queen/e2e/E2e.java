@@ -52,7 +52,7 @@ final class E2e {
     return g == null ? 0 : g.leases();
   }
 
-  /** The broker internals of a node (tests only: the listener's backend pid, reconnects). */
+  /** The broker internals of a node (whether its wake-up listener is connected). */
   static QueenImpl internals(Queen queen) {
     return (QueenImpl) queen;
   }
@@ -72,6 +72,43 @@ final class E2e {
       try (ResultSet rs = st.executeQuery()) {
         rs.next();
         return rs.getInt(1);
+      }
+    }
+  }
+
+  /** The {@code application_name} of the wake-up listener's connection of {@code node}. */
+  static String listenerName(Queen node) {
+    return "queen-" + node.nodeId() + "-listener";
+  }
+
+  /** The backend pids of the wake-up listener of {@code node} (found by {@link #listenerName}). */
+  static List<Integer> listenerPids(TestDatabase db, Queen node) throws SQLException {
+    try (Connection c = db.connection();
+        PreparedStatement st = c.prepareStatement("select pid from pg_stat_activity"
+            + " where datname = current_database() and application_name = ? order by pid")) {
+      st.setString(1, listenerName(node));
+      List<Integer> pids = new ArrayList<>();
+      try (ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          pids.add(rs.getInt(1));
+        }
+      }
+      return pids;
+    }
+  }
+
+  /**
+   * Whether a heartbeat of {@code node} ran after {@code other} registered (both in the schema {@code queen}): each beat
+   * tells the node whether another node is alive, so from then on it notifies {@code other} of its pushes.
+   */
+  static boolean beatSinceStartOf(TestDatabase db, Queen node, Queen other) throws SQLException {
+    try (Connection c = db.connection();
+        PreparedStatement st = c.prepareStatement("select n.heartbeat_at > o.started_at from queen.nodes n, queen.nodes o"
+            + " where n.node_id = ? and o.node_id = ?")) {
+      st.setString(1, node.nodeId());
+      st.setString(2, other.nodeId());
+      try (ResultSet rs = st.executeQuery()) {
+        return rs.next() && rs.getBoolean(1);
       }
     }
   }

@@ -31,7 +31,7 @@ class StandbyFeedbackIT {
             .horizonWarnAfter(Duration.ofSeconds(1)).start();
         LogCapture logs = LogCapture.start()) {
       // a watch of the test's own, run when the test wants, beside the node's janitor: its lines carry this thread
-      HorizonWatch watch = new HorizonWatch(E2e.internals(queen).nodeId(), E2e.internals(queen).dataSource(),
+      HorizonWatch watch = new HorizonWatch(E2e.internals(queen).nodeId(), E2e.internals(queen).broker().dataSource(),
           E2e.internals(queen).metrics(), Duration.ofSeconds(1));
       String here = "[" + Thread.currentThread().getName() + "]";
       queen.queue("h").push(Map.of("i", 0));

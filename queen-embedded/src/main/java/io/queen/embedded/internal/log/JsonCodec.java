@@ -67,7 +67,7 @@ public final class JsonCodec {
   }
 
   /** The reader's limits, the same on both sides. */
-  public StreamReadConstraints constraints() {
+  StreamReadConstraints constraints() {
     return mapper.getFactory().streamReadConstraints();
   }
 

@@ -137,8 +137,8 @@ public final class QueueCatalogue {
     forgetQueue(queue);
   }
 
-  /** How many queue and group names this node holds in memory, by map (for tests and diagnostics). */
-  public Map<String, Integer> namesHeld() {
+  /** How many queue and group names this node holds in memory, by map. */
+  Map<String, Integer> namesHeld() {
     return Map.of("encryptionViews", encryption.size(), "popPositions", positions.size(),
         "signals", wakeups.signalsHeld(), "listenerSets", wakeups.listenerSetsHeld());
   }

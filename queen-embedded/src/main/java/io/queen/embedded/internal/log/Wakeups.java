@@ -21,7 +21,9 @@ import org.slf4j.LoggerFactory;
  * (coalesced: one NOTIFY per queue per round), not by a NOTIFY inside the push, because PostgreSQL
  * serialises the commits of notifying transactions. A notification is only a hint: every waiter also wakes after the poll interval,
  * so a lost notification (a dropped listener connection, a pooler) delays a message, never loses it.
- * The listener reconnects by itself, and wakes every waiter after a reconnect.
+ * The listener reconnects by itself, and wakes every waiter after a reconnect. Its connection carries the
+ * {@code application_name} {@code queen-<node>-listener} while it listens (see {@link #applicationName}), so an operator
+ * finds it in {@code pg_stat_activity}.
  *
  * <p>A wake-up may name the partitions that got messages (a push of this node, or another node's notification,
  * {@code <queue>|<node>|<names>}, each name written as its length, a colon and the name): the consume loop then pops
@@ -41,7 +43,6 @@ public final class Wakeups implements AutoCloseable {
   private volatile boolean running = true;
   private volatile Thread listener;
   private volatile Connection listenConnection;
-  private volatile long reconnects;
   /** Queue to the partition names to notify; {@link #UNNAMED} when they are not known or too many to list. */
   private final ConcurrentHashMap<String, java.util.Set<String>> toNotify = new ConcurrentHashMap<>();
   private static final java.util.Set<String> UNNAMED = java.util.Collections.emptySet();
@@ -103,7 +104,7 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /** Whether this node currently notifies other nodes of its pushes. */
-  public boolean othersAlive() {
+  boolean othersAlive() {
     return othersAlive;
   }
 
@@ -135,7 +136,7 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /** NOTIFY statements sent so far (each may cover several queues and several pushes). */
-  public long notificationsSent() {
+  long notificationsSent() {
     return notifications;
   }
 
@@ -257,7 +258,7 @@ public final class Wakeups implements AutoCloseable {
   }
 
   /** Notifications of this node's own pushes that came back on its LISTEN connection and were ignored. */
-  public long ownNotificationsIgnored() {
+  long ownNotificationsIgnored() {
     return ownNotifications;
   }
 
@@ -353,22 +354,12 @@ public final class Wakeups implements AutoCloseable {
     return listenConnection != null;
   }
 
-  /** How many times the listener had to reconnect. */
-  public long reconnects() {
-    return reconnects;
-  }
-
-  /** The backend pid of the LISTEN connection, or -1 (used by tests that kill it). */
-  public int listenerBackendPid() {
-    Connection c = listenConnection;
-    if (c == null) {
-      return -1;
-    }
-    try {
-      return c.unwrap(PGConnection.class).getBackendPID();
-    } catch (SQLException e) {
-      return -1;
-    }
+  /**
+   * The {@code application_name} of the listener's connection while it listens: {@code queen-<node>-listener} (node ids
+   * are ASCII; PostgreSQL shows the first 63 characters).
+   */
+  static String applicationName(String node) {
+    return "queen-" + node + "-listener";
   }
 
   private Signal signal(String queue) {
@@ -383,23 +374,44 @@ public final class Wakeups implements AutoCloseable {
 
   /**
    * The listener's connection goes back to the application's pool as it came, however the loop ended: not listening
-   * (its notifications would pile up in the driver of whoever borrows it next), with the role's idle_session_timeout.
+   * (its notifications would pile up in the driver of whoever borrows it next), with the role's idle_session_timeout
+   * and {@code applicationName}, the application_name it had when borrowed (null: not changed). Not the setting's reset
+   * value: a driver may set the name after the connection started (pgjdbc's defaults do), and that is then the server's.
    */
-  private static void giveBack(Connection c) {
+  private static void giveBack(Connection c, String applicationName) {
     try (Statement st = c.createStatement()) {
       st.execute("UNLISTEN *");
       st.execute("select set_config(name, reset_val, false) from pg_settings where name = 'idle_session_timeout'");
     } catch (SQLException | RuntimeException ignored) {
-      // broken: the pool discards it
+      return; // broken: the pool discards it
+    }
+    if (applicationName != null) {
+      try (java.sql.PreparedStatement st = c.prepareStatement("select set_config('application_name', ?, false)")) {
+        st.setString(1, applicationName);
+        st.execute();
+      } catch (SQLException | RuntimeException ignored) {
+        // broken: the pool discards it
+      }
     }
   }
 
   private void listenLoop() {
     long backoff = 100;
     long lostSince = 0; // System.nanoTime() when the connection was lost, 0 while listening
+    long reconnects = 0;
     while (running) {
-      try (Connection c = ds.getConnection(); GivenBack ignored = () -> giveBack(c)) {
+      String[] borrowedAs = {null}; // the connection's application_name in the pool, put back when it goes back
+      try (Connection c = ds.getConnection(); GivenBack ignored = () -> giveBack(c, borrowedAs[0])) {
         c.setAutoCommit(true);
+        try (Statement st = c.createStatement();
+            java.sql.ResultSet rs = st.executeQuery("select current_setting('application_name')")) {
+          rs.next();
+          borrowedAs[0] = rs.getString(1);
+        }
+        try (java.sql.PreparedStatement st = c.prepareStatement("select set_config('application_name', ?, false)")) {
+          st.setString(1, applicationName(node)); // what pg_stat_activity shows for this connection
+          st.execute();
+        }
         try (Statement st = c.createStatement()) {
           // the connection sits idle between notifications: a role's idle_session_timeout would end it every time
           st.execute("select set_config(name, '0', false) from pg_settings where name = 'idle_session_timeout'");

@@ -178,7 +178,7 @@ public final class GroupWatch implements Runnable {
     missingBefore = missing;
   }
 
-  /** Whether the alarm of this group is raised on this node (for tests and status). */
+  /** Whether the alarm of this group is raised on this node. */
   boolean alarmed(String queue, String group) {
     return alarmed.contains(queue + '\u0000' + group);
   }

@@ -52,10 +52,8 @@ public final class Liveness {
   private final Duration interval;
   private final UUID incarnation = UUID.randomUUID();
   private volatile boolean running;
-  private volatile boolean paused;
   private volatile boolean takenOver;
   private volatile Thread thread;
-  private volatile long beats;
   /** The network timeout the heartbeat's connection had when it was borrowed (heartbeat thread only). */
   private int networkTimeoutBefore;
   /** Told after each beat whether another node of the schema is alive. */
@@ -189,7 +187,7 @@ public final class Liveness {
     long failingSince = 0;
     while (running) {
       long t0 = System.nanoTime();
-      if (!paused && !takenOver) {
+      if (!takenOver) {
         try {
           if (c == null) {
             c = ds.getConnection();
@@ -204,12 +202,7 @@ public final class Liveness {
               st.execute("set synchronous_commit = off");
             }
           }
-          synchronized (beatLock) {
-            if (!paused) {
-              beat(c);
-            }
-          }
-          beats++;
+          beat(c);
           if (failingSince != 0) {
             LOG.info("{} - heartbeat is back after {} ms", node, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - failingSince));
             failingSince = 0;
@@ -338,24 +331,6 @@ public final class Liveness {
         return st.executeUpdate();
       }
     });
-  }
-
-  // ------------------------------------------------------------------------------ for tests
-
-  /** Test hook: stops beating (the node looks dead once its session timeout has passed), or resumes. */
-  public void pause(boolean pause) {
-    this.paused = pause;
-    synchronized (beatLock) {
-      // a beat already sent when the pause began has finished now: none lands after this returns
-    }
-  }
-
-  /** Held while a beat runs, so that {@link #pause} returns only when no beat is in flight. */
-  private final Object beatLock = new Object();
-
-  /** Beats sent so far. */
-  public long beats() {
-    return beats;
   }
 
   /** This start's incarnation (the row's {@code incarnation}). */

@@ -100,8 +100,8 @@ public final class RetentionJanitor {
     this(node, ds, schema, metrics, removeEmptyAfter, BUSY_PAUSES_MS);
   }
 
-  /** With other pauses before the rounds on busy partitions (tests). */
-  public RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, Duration removeEmptyAfter,
+  /** With other pauses than {@link #BUSY_PAUSES_MS} before the rounds on busy partitions. */
+  RetentionJanitor(String node, DataSource ds, String schema, Metrics metrics, Duration removeEmptyAfter,
       long[] busyPausesMs) {
     this.busyPausesMs = busyPausesMs.clone();
     this.removeEmptyAfterMs = removeEmptyAfter.toMillis();

@@ -8,7 +8,7 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.embedded.internal.QueenImpl;
+import io.queen.embedded.internal.log.LogState;
 import io.queen.testkit.QueenPostgres;
 import java.time.Duration;
 import java.util.Map;
@@ -34,10 +34,9 @@ class DeletedNamesTest {
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     try (Queen queen = EmbeddedQueen.builder().dataSource(ds).nodeId("churn").meterRegistry(registry)
         .pollInterval(Duration.ofMillis(100)).start()) {
-      QueenImpl node = (QueenImpl) queen;
       GroupWatch watch = Watches.groups(queen);
       queen.queue("steady").push(Map.of("i", 0)); // a queue that stays, for comparison
-      Map<String, Integer> before = node.broker().catalogue().namesHeld();
+      Map<String, Integer> before = LogState.namesHeld(queen);
       for (int i = 0; i < 12; i++) {
         String q = "tmp-" + i;
         queen.queue(q).configure(c -> c.retention(Duration.ofHours(1)));
@@ -57,13 +56,13 @@ class DeletedNamesTest {
         queen.queue(q).delete();
         assertThat(tagged(registry, q)).as("meters of deleted queue %s", q).isEmpty();
       }
-      assertThat(node.broker().catalogue().namesHeld()).isEqualTo(before);
+      assertThat(LogState.namesHeld(queen)).isEqualTo(before);
       // pops of queues that do not exist (a typo, names made up per request) keep no wake-up signal either; their
       // options views expire after 5 s and are pruned once there are 1,024
       for (int i = 0; i < 20; i++) {
         assertThat(queen.queue("never-" + i).consumer().pop()).isEmpty();
       }
-      assertThat(node.broker().catalogue().namesHeld().get("signals")).isEqualTo(before.get("signals"));
+      assertThat(LogState.namesHeld(queen).get("signals")).isEqualTo(before.get("signals"));
       // the queue that stays still counts, and a deleted name used again starts afresh
       queen.queue("tmp-0").push(Map.of("again", true));
       assertThat(registry.get("queen.messages.pushed").tag("queue", "tmp-0").counter().count()).isEqualTo(1.0);
@@ -81,11 +80,10 @@ class DeletedNamesTest {
     try (Queen deleter = EmbeddedQueen.builder().dataSource(ds).schema("elsewhere").nodeId("deleter").start();
         Queen other = EmbeddedQueen.builder().dataSource(ds).schema("elsewhere").nodeId("other")
             .meterRegistry(registry).pollInterval(Duration.ofMillis(100)).start()) {
-      QueenImpl node = (QueenImpl) other;
       GroupWatch watch = Watches.groups(other);
       other.queue("steady").push(Map.of("i", 0));
       watch.run();
-      Map<String, Integer> before = node.broker().catalogue().namesHeld();
+      Map<String, Integer> before = LogState.namesHeld(other);
       for (int i = 0; i < 5; i++) {
         String q = "gone-" + i;
         other.queue(q).partition("p").push(Map.of("i", i));
@@ -111,7 +109,7 @@ class DeletedNamesTest {
       for (int i = 0; i < 5; i++) {
         assertThat(tagged(registry, "gone-" + i)).as("meters of queue gone-%d deleted elsewhere", i).isEmpty();
       }
-      assertThat(node.broker().catalogue().namesHeld()).isEqualTo(before);
+      assertThat(LogState.namesHeld(other)).isEqualTo(before);
       assertThat(tagged(registry, "steady")).as("the queue that stays keeps its meters").isNotEmpty();
       assertThat(registry.get("queen.messages.pushed").tag("queue", "steady").counter().count()).isEqualTo(1.0);
     }

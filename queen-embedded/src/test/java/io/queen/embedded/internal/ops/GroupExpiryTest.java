@@ -7,7 +7,7 @@ import io.queen.Queen;
 import io.queen.Subscription;
 import io.queen.SubscriptionMode;
 import io.queen.embedded.EmbeddedQueen;
-import io.queen.embedded.internal.QueenImpl;
+import io.queen.embedded.FrozenHeartbeats;
 import io.queen.embedded.internal.consume.ConsumerBuilderImpl;
 import io.queen.testkit.QueenPostgres;
 import java.sql.Connection;
@@ -90,9 +90,10 @@ class GroupExpiryTest {
         Thread.sleep(SHORT.toMillis() + 100); // never acked: the lease expires
       }
       // a node that stops heartbeating while it holds the lease: not an attempt either
-      try (Queen victim = node(ds, "expiry-off-victim")) {
+      FrozenHeartbeats frozen = new FrozenHeartbeats(ds);
+      try (Queen victim = node(frozen, "expiry-off-victim")) {
         assertThat(victim.queue(q).group("sinkish").batch(10).leaseTime(Duration.ofMinutes(5)).pop()).hasSize(2);
-        ((QueenImpl) victim).liveness().pause(true);
+        frozen.freeze(victim);
         try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
             "update queen.nodes set dead_after = clock_timestamp() - interval '1 second' where node_id = ?")) {
           st.setString(1, victim.nodeId());
@@ -231,7 +232,8 @@ class GroupExpiryTest {
   @Test
   void aConnectorLoopTakesOverTheLeasesOfADeadNodeMidBatchWithoutAnAttempt(DataSource ds) throws Exception {
     String q = "expiry-takeover";
-    try (Queen a = node(ds, "expiry-takeover-a"); Queen b = node(ds, "expiry-takeover-b")) {
+    FrozenHeartbeats frozen = new FrozenHeartbeats(ds);
+    try (Queen a = node(frozen, "expiry-takeover-a"); Queen b = node(ds, "expiry-takeover-b")) {
       List<PushItem> items = new java.util.ArrayList<>();
       for (int i = 0; i < 40; i++) {
         items.add(PushItem.of("p" + i, Map.of("n", i)));
@@ -246,7 +248,7 @@ class GroupExpiryTest {
         return List.of();
       }, "pg-t", false);
       assertThat(stuck.await(10, TimeUnit.SECONDS)).isTrue();
-      ((QueenImpl) a).liveness().pause(true);
+      frozen.freeze(a);
       try (Connection c = ds.getConnection(); PreparedStatement st = c.prepareStatement(
           "update queen.nodes set dead_after = clock_timestamp() - interval '1 second' where node_id = ?")) {
         st.setString(1, a.nodeId());

@@ -20,18 +20,19 @@ final class Watches {
   static GroupWatch groups(Queen queen) {
     QueenImpl node = (QueenImpl) queen;
     String schema = node.broker().schema();
-    return new GroupWatch(node.nodeId(), node.dataSource(), schema, new StatusReader(node.dataSource(), schema, node.broker().cipher().ids()),
+    javax.sql.DataSource ds = node.broker().dataSource();
+    return new GroupWatch(node.nodeId(), ds, schema, new StatusReader(ds, schema, node.broker().cipher().ids()),
         node.metrics(), node.broker().catalogue());
   }
 
   static HorizonWatch horizon(Queen queen) {
     QueenImpl node = (QueenImpl) queen;
-    return new HorizonWatch(node.nodeId(), node.dataSource(), node.metrics(),
+    return new HorizonWatch(node.nodeId(), node.broker().dataSource(), node.metrics(),
         node.config().housekeeping().horizonWarnAfter());
   }
 
   static StatisticsGuard statistics(Queen queen) {
     QueenImpl node = (QueenImpl) queen;
-    return new StatisticsGuard(node.nodeId(), node.dataSource(), node.broker().schema());
+    return new StatisticsGuard(node.nodeId(), node.broker().dataSource(), node.broker().schema());
   }
 }
