@@ -2,6 +2,7 @@ package io.queen.embedded;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
 import io.queen.AckOutcome;
 import io.queen.DeadLetter;
@@ -194,11 +195,8 @@ public class LivenessTest {
 
       long t0 = System.nanoTime();
       frozen.freeze(dying); // the heartbeat stops, nothing else is touched
-      List<Message> got = List.of();
-      while (got.isEmpty()) {
-        Thread.sleep(50);
-        got = b.queue(q).consumer().batch(10).pop();
-      }
+      List<Message> got = await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(50))
+          .until(() -> b.queue(q).consumer().batch(10).pop(), l -> !l.isEmpty());
       Duration took = Duration.ofNanos(System.nanoTime() - t0);
       assertThat(took).as("about one session timeout (2 s), not the lease (5 min)")
           .isBetween(Duration.ofMillis(1_000), Duration.ofMillis(3_500));
@@ -206,7 +204,7 @@ public class LivenessTest {
       assertThat(got.get(0).attempt()).isEqualTo(2);
       assertThat(lastError(ds, q)).isEqualTo("lease expired (owner dying stopped heartbeating)");
 
-      // the dead-looking node was only paused: it is fenced like an expired lease
+      // the dead-looking node was only frozen: it is fenced like an expired lease
       assertThat(dying.renew(held.get(0))).isFalse();
       assertThat(dying.ack(held)).extracting(r -> r.outcome()).containsOnly(AckOutcome.LEASE_LOST);
       assertThat(b.ack(got)).extracting(r -> r.outcome()).containsOnly(AckOutcome.ACKED);
@@ -332,9 +330,9 @@ public class LivenessTest {
       a.queue(q).partition("p").push(Map.of("n", 0));
       List<Message> got = a.queue(q).consumer().leaseTime(Duration.ofMillis(500)).pop(); // never renewed
       assertThat(got).hasSize(1);
-      Thread.sleep(700);
+      List<Message> again = await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(50))
+          .until(() -> b.queue(q).consumer().pop(), l -> !l.isEmpty());
       assertThat(row(ds, "overrun-a").live()).as("a is alive and heartbeating").isTrue();
-      List<Message> again = b.queue(q).consumer().pop();
       assertThat(again).as("the lease expired although its owner lives").hasSize(1);
       assertThat(again.get(0).attempt()).as("an overrun counts one attempt").isEqualTo(2);
       assertThat(lastError(ds, q)).isEqualTo("lease expired (owner overrun-a)");
