@@ -46,10 +46,10 @@ import org.slf4j.LoggerFactory;
  * null starts clean (a first start, or a resync's new epoch). Markers of an older window (written before a
  * restart, or by another source of the same database) carry another window id and are ignored.
  *
- * <p><b>Schema change.</b> A Relation for the window's table inside the window ({@link #onRelation}, or a change
- * whose relation's columns differ from the chunk's) discards the buffer; the same chunk is read again.
+ * <p><b>Schema change.</b> A change of the window's table inside the window whose relation's columns differ from
+ * those of the table's previous change or of the chunk discards the buffer; the same chunk is read again.
  *
- * <p><b>Threads.</b> {@link #onChange}, {@link #onRelation}, {@link #onMarker}, {@link #progress()},
+ * <p><b>Threads.</b> {@link #onChange}, {@link #onMarker}, {@link #progress()},
  * {@link #restore} and {@link #done()} may be called from any thread (the stream calls them from the one that
  * builds Queen transactions); {@link #restore} before {@link #start()}. {@link #start()} starts the chunk thread,
  * {@link #close()} stops it (idempotent, bounded).
@@ -232,28 +232,6 @@ public final class ChunkedSnapshot implements SnapshotHook, AutoCloseable {
     lock.lock();
     try {
       return done;
-    } finally {
-      lock.unlock();
-    }
-  }
-
-  /**
-   * A Relation message (the stream calls this for each one, in commit order): inside the window, one for the
-   * window's table means its shape may have changed, so the chunk is read again.
-   */
-  @Override
-  public void onRelation(PgMessage.Relation relation) {
-    Integer i = tableIndex.get(relation.schema() + "." + relation.name());
-    if (i == null) {
-      return;
-    }
-    lock.lock();
-    try {
-      List<String> names = names(relation);
-      List<String> before = streamShapes.put(i, names);
-      if (window != null && window.lwSeen && window.table == i && before != null && !before.equals(names)) {
-        window.repeat = true;
-      }
     } finally {
       lock.unlock();
     }

@@ -23,12 +23,6 @@ public interface SnapshotHook {
   void onChange(PgMessage.Relation relation, PgMessage.Tuple keyTuple, long xid, SourceEvent event);
 
   /**
-   * A Relation message ('R') for any table, in stream order (a table's shape, sent again after a schema
-   * change). The snapshot re-reads a chunk whose table changed shape inside its window.
-   */
-  default void onRelation(PgMessage.Relation relation) {}
-
-  /**
    * A logical message with prefix {@link #PREFIX} at {@code m.lsn()}. Returns the events to push in the same
    * Queen transaction that moves the pointer past this marker (the chunk's surviving rows and its fill events
    * at a high watermark; nothing otherwise).

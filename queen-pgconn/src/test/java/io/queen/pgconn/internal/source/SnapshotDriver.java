@@ -133,7 +133,6 @@ final class SnapshotDriver implements AutoCloseable {
       seq = 0;
     } else if (m instanceof PgMessage.Relation r) {
       relations.put(r.oid(), r);
-      h.onRelation(r);
     } else if (m instanceof PgMessage.Insert i) {
       change("c", relations.get(i.relationOid()), i.after(), i.after());
     } else if (m instanceof PgMessage.Update u) {
