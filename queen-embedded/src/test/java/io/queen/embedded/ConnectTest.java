@@ -175,6 +175,22 @@ class ConnectTest {
     }
   }
 
+  /** The pool Queen opens names its sessions after the node, so an operator finds them in pg_stat_activity. */
+  @Test
+  void theOwnPoolsSessionsCarryTheNodesName(TestDatabase db) throws Exception {
+    try (Queen q = EmbeddedQueen.builder().jdbcUrl(db.jdbcUrl(), db.user(), db.password()).schema("named")
+        .nodeId("named-node").listen(false).janitor(false).start();
+        Connection c = db.connection();
+        java.sql.PreparedStatement st = c.prepareStatement(
+            "select count(*) from pg_stat_activity where application_name = 'queen-named-node'")) {
+      q.queue("x").push(Map.of("n", 1));
+      try (java.sql.ResultSet rs = st.executeQuery()) {
+        rs.next();
+        assertThat(rs.getLong(1)).as("the heartbeat's session at least").isPositive();
+      }
+    }
+  }
+
   /** A DataSource without a pool works, and the start says what it costs (a login per call). */
   @Test
   void aDataSourceWithoutAPoolIsNamedAtTheStart(TestDatabase db) {

@@ -83,6 +83,8 @@ public final class Pools {
     // the connection and never answered held the start with no limit)
     hc.addDataSourceProperty("connectTimeout", String.valueOf(seconds));
     hc.addDataSourceProperty("loginTimeout", String.valueOf(seconds));
+    // how an operator finds this node's sessions in pg_stat_activity; an ApplicationName in the URL wins
+    hc.addDataSourceProperty("ApplicationName", applicationName(nodeId));
     long t0 = System.nanoTime();
     refuseABadLoginAtOnce(config, seconds);
     // the pool's tries get what the probe left of connectTimeout, so a start never waits twice for one host
@@ -135,6 +137,11 @@ public final class Pools {
   }
 
   /** The host:port part of a JDBC URL (no database, no parameters), for messages. */
+  /** The {@code application_name} of the pool Queen opens: {@code queen-<node>} (PostgreSQL keeps 63 characters). */
+  public static String applicationName(String nodeId) {
+    return "queen-" + nodeId;
+  }
+
   public static String hostPort(String url) {
     String rest = url.substring("jdbc:postgresql:".length());
     if (!rest.startsWith("//")) {
