@@ -17,12 +17,13 @@ import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.postgresql.PGConnection;
@@ -35,9 +36,10 @@ import org.slf4j.LoggerFactory;
  * The running stream of one owned source. Threading: the I/O thread owns the
  * {@link PGReplicationStream} (reads, status updates, confirmations) and never waits for Queen; the committer
  * thread turns decoded transactions into events and builds each source transaction (or several small ones
- * together, or a big one in pieces) into one Queen transaction, its payloads encoded; the pusher thread commits
- * those in the order they were built, each with the pointer write ({@code expect} = the version this owner last
- * wrote), so the committer builds the next bundle while the database works on the one before (at most one waits).
+ * together, or a big one in pieces), its payloads encoded, into the Queen transaction the pusher commits next; the
+ * pusher thread commits those in stream order, each with the pointer write ({@code expect} = the version this owner
+ * last wrote). While the database works on one, every bundle the committer builds joins the next one (within the
+ * bundle limits), so a change waits for at most the commit under way and its own ({@link #handOver}).
  * Only after a commit does the pusher publish the transaction's end LSN, which the I/O thread confirms (never
  * backwards); for a failover slot, with {@code synchronized_standby_slots} set in Queen's database, only once the
  * standbys it names have that commit too ({@link StandbyGate}). Changes at or below the pointer (by commit LSN and
@@ -46,8 +48,9 @@ import org.slf4j.LoggerFactory;
  * committed is dropped; the pointer did not move for it); {@link #failure()} says why, and the owner starts a new
  * stream. The committer turns each change into events through {@link StreamEvents}.
  *
- * <p>This file is a little over 600 lines on purpose: the three threads share the queue, the byte budget, the
- * confirmation and the stopping flag, and keeping the threads' loops together keeps every use of that state in view.
+ * <p>This file is about 700 lines on purpose: the three threads share the queue, the byte budget, the hand-over,
+ * the confirmation and the stopping flag, and keeping the threads' loops together keeps every use of that state in
+ * view.
  */
 final class Stream {
   private static final Logger LOG = LoggerFactory.getLogger(Stream.class);
@@ -112,11 +115,24 @@ final class Stream {
   private record Idle(long walEnd) implements Item {}
 
   /**
-   * A Queen transaction the committer built (its pushes, payloads encoded), for the pusher to finish with the
-   * pointer write and commit: {@code snapshotRows} counts snapshot rows, for a marker's bundle.
+   * The Queen transaction the pusher commits next: the pushes of one or more bundles the committer handed over, in
+   * stream order (payloads encoded), and the pointer after the last of them, which the pusher writes with them.
+   * {@code snapshotRows} counts snapshot rows (a marker's bundle). Guarded by {@link #handLock}.
    */
-  private record Ready(Transaction tx, ObjectNode pointerJson, Pointer next, int events, int transactions,
-      long commitMicros, int snapshotRows) {}
+  private static final class Pending {
+    final Transaction tx;
+    ObjectNode pointerJson;
+    Pointer pointer;
+    int events;
+    long chars;
+    int transactions;
+    long commitMicros;
+    int snapshotRows;
+
+    Pending(Transaction tx) {
+      this.tx = tx;
+    }
+  }
 
   private final Owner owner;
   private final SourceSpec spec;
@@ -149,8 +165,14 @@ final class Stream {
   private volatile long pointerVersion;
   /** The pointer after every bundle handed to the pusher (committer thread only). */
   private Pointer planned;
-  /** Bundles built by the committer, in stream order; one waits while the pusher commits the one before. */
-  private final BlockingQueue<Ready> ready = new ArrayBlockingQueue<>(1);
+  /**
+   * Guards {@link #pending}: the committer adds to it, the pusher takes it; {@link #handChanged} tells either that the
+   * other did.
+   */
+  private final ReentrantLock handLock = new ReentrantLock();
+  private final Condition handChanged = handLock.newCondition();
+  /** What the pusher commits next; null while nothing waits. */
+  private Pending pending;
   /** A stream that delivered a message this recently is flowing: the I/O thread pauses briefly between reads. */
   private static final long FLOWING_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
   private static final long FLOWING_PAUSE_NANOS = TimeUnit.MICROSECONDS.toNanos(500);
@@ -550,22 +572,56 @@ final class Stream {
   }
 
   /**
-   * Builds one Queen transaction of the events (their payloads encoded now, on the committer thread) and hands it
-   * to the pusher, which adds the pointer and commits while the committer builds the next one. Waits while the
-   * pusher still has one waiting.
+   * Hands a bundle to the pusher: its events (payloads encoded now, on the committer thread) join the Queen
+   * transaction the pusher commits next, and its pointer becomes that transaction's. While the pusher commits one
+   * transaction, every bundle the committer builds meanwhile joins the next one, as long as their events stay within
+   * {@code maxBundleMessages} and {@code maxBundleBytes} (measured on the events' JSON text); past that the committer
+   * waits for the pusher to take it. So a change waits for at most the commit under way and its own, and the pusher
+   * never waits for a bundle that was ready when its commit ended. Joining bundles is what committing them one after
+   * the other in one transaction would be: the pushes in stream order, then the pointer after the last; no state of
+   * Queen's is reached that the bundles one by one would not also reach.
    */
-  private void handOver(List<SourceEvent> events, Pointer next, int transactions, long commitMicros, int snapshotRows)
+  private void handOver(List<SourceEvent> events, Pointer after, int transactions, long commitMicros, int snapshotRows)
       throws InterruptedException {
-    Transaction tx = queen.transaction();
+    long chars = 0;
     for (SourceEvent e : events) {
-      tx.push(PushItem.to(e.queue(), e.partition(), Json.of(e.json())).transactionId(e.transactionId()));
+      chars += e.json().length();
     }
-    Ready r = new Ready(tx, next.json(mapper, codec), next, events.size(), transactions, commitMicros, snapshotRows);
-    while (!stopping) {
-      if (ready.offer(r, 200, TimeUnit.MILLISECONDS)) {
-        planned = next;
+    ObjectNode pointerJson = after.json(mapper, codec);
+    handLock.lockInterruptibly();
+    try {
+      while (!stopping && pending != null && (pending.events + events.size() > spec.maxBundleMessages()
+          || pending.chars + chars > spec.maxBundleBytes())) {
+        handChanged.await(200, TimeUnit.MILLISECONDS);
+      }
+      if (stopping) {
         return;
       }
+      Pending n = pending != null ? pending : new Pending(queen.transaction());
+      try {
+        for (SourceEvent e : events) {
+          n.tx.push(PushItem.to(e.queue(), e.partition(), Json.of(e.json())).transactionId(e.transactionId()));
+        }
+      } catch (RuntimeException | Error e) {
+        // part of the bundle joined: nothing of the transaction may be committed (the stream ends)
+        pending = null;
+        fail(Kind.BROKEN, e);
+        throw e;
+      }
+      n.pointerJson = pointerJson;
+      n.pointer = after;
+      n.events += events.size();
+      n.chars += chars;
+      n.transactions += transactions;
+      if (commitMicros != 0) {
+        n.commitMicros = commitMicros;
+      }
+      n.snapshotRows += snapshotRows;
+      pending = n;
+      planned = after;
+      handChanged.signalAll();
+    } finally {
+      handLock.unlock();
     }
   }
 
@@ -575,7 +631,7 @@ final class Stream {
   private void pushLoop() {
     try {
       while (!stopping) {
-        Ready r = ready.poll(200, TimeUnit.MILLISECONDS);
+        Pending r = take();
         if (r != null) {
           commit(r);
         } else if (gate != null && gate.holding()) {
@@ -596,6 +652,24 @@ final class Stream {
     }
   }
 
+  /** What the committer handed over since the last take, waiting up to 200 ms for it; null: nothing. */
+  private Pending take() throws InterruptedException {
+    handLock.lockInterruptibly();
+    try {
+      if (pending == null && !stopping) {
+        handChanged.await(200, TimeUnit.MILLISECONDS);
+      }
+      Pending n = stopping ? null : pending;
+      if (n != null) {
+        pending = null;
+        handChanged.signalAll();
+      }
+      return n;
+    } finally {
+      handLock.unlock();
+    }
+  }
+
   /** Lets the I/O thread confirm {@code flush} (never backwards); {@link StandbyGate#NONE}: nothing new. */
   private void confirmed(long flush) {
     if (flush != StandbyGate.NONE) {
@@ -604,9 +678,9 @@ final class Stream {
   }
 
   /** One Queen transaction: the events and the pointer ({@code expect}), then the confirmation. */
-  private void commit(Ready ready) throws SQLException {
-    Transaction tx = ready.tx();
-    tx.put(Lease.NAMESPACE, pointerKey, ready.pointerJson(), Kv.forever().expect(pointerVersion).required());
+  private void commit(Pending ready) throws SQLException {
+    Transaction tx = ready.tx;
+    tx.put(Lease.NAMESPACE, pointerKey, ready.pointerJson, Kv.forever().expect(pointerVersion).required());
     CommitResult r = tx.commit();
     if (!r.success()) {
       fail(Kind.POINTER_LOST, null);
@@ -614,7 +688,7 @@ final class Stream {
     }
     KvWriteResult w = r.writes().get(r.writes().size() - 1);
     pointerVersion = w.version();
-    Pointer next = ready.next();
+    Pointer next = ready.pointer;
     pointer = next;
     // flush is always safe to confirm: a piece short of its transaction's end keeps the previous one
     if (gate == null) {
@@ -623,9 +697,9 @@ final class Stream {
       // on failure: committed and not confirmed; the next start holds the pointer's flush until the standbys have it
       confirmed(gate.committed(next.flush()));
     }
-    if (ready.snapshotRows() > 0) {
-      owner.snapshotRows(ready.snapshotRows());
+    if (ready.snapshotRows > 0) {
+      owner.snapshotRows(ready.snapshotRows);
     }
-    owner.committed(ready.events(), ready.transactions(), next, ready.commitMicros());
+    owner.committed(ready.events, ready.transactions, next, ready.commitMicros);
   }
 }
