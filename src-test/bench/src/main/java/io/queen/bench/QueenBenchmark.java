@@ -1137,16 +1137,13 @@ public final class QueenBenchmark {
   // ------------------------------------------------------------------------------------------------------------- latency
 
   /**
-   * Push-to-handler latency at a steady, moderate rate through the consume loop. Two pusher threads push single messages on a
-   * fixed schedule (so the rate does not depend on how fast pushes return) to 100 partitions; each payload carries
-   * {@link System#nanoTime()} taken just before the push call, so the latency includes the push's own commit. The first
-   * {@code warmup} seconds of messages are not counted.
-   */
-  /**
    * Push-to-handler latency at a steady rate. {@code fresh = false}: over 100 partitions, two workers with
    * {@code --latency-batch} and {@code --latency-partitions}. {@code fresh = true} (latency_fresh): every message into a
    * partition of its own, created by its push, as a source streaming single-row commits of new keys makes them, into
-   * the README's plain {@code consume(...)} with {@code concurrency(4)} and the default batch and partitions.
+   * the README's plain {@code consume(...)} with {@code concurrency(4)} and the default batch and partitions. Pushes
+   * go out on a fixed schedule (so the rate does not depend on how fast they return); each payload carries
+   * {@link System#nanoTime()} taken just before its push call, so the latency includes the push's own commit. The
+   * first {@code warmup} seconds of messages are not counted.
    */
   private void latency(boolean fresh) throws Exception {
     int rate = options.latencyRate();
