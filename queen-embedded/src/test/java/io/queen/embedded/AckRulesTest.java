@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
-/** Issue 8, point 4: one rule for repeated acks; LEASE_LOST only when the lease is really gone. */
+/** One rule for repeated acks; LEASE_LOST only when the lease is really gone. */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class AckRulesTest {

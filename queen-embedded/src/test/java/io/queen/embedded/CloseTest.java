@@ -40,7 +40,7 @@ import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Issue 8, point 4: close() gives back every lease of the node; every call after close is refused. */
+/** {@code close()} gives back every lease of the node; every call after close is refused. */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class CloseTest {

@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.postgresql.ds.PGSimpleDataSource;
 
-/** Issue 8, point 4: a refused login is one clear exception; no wait for a connection outlasts connectTimeout. */
+/** A refused login is one clear exception; no wait for a connection outlasts connectTimeout. */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ConnectTest {

@@ -28,7 +28,7 @@ import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 12, section 4: queue option {@code encryption}: payloads stored AES-256-GCM under the node's key with the
+ * Queue option {@code encryption}: payloads stored AES-256-GCM under the node's key with the
  * key's id per message, opened on delivery and in the dead-letter list; a node without the key refuses with an error
  * that names the queue and the fix, never a payload; a node lacking the key of a stored message leases nothing it
  * cannot open; old keys stay readable after a rotation (ClusterKeysTest covers the cluster's keys).

@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 14, liveness apart from processing time: node rows and heartbeats, static node ids, leases of dead
+ * Liveness apart from processing time: node rows and heartbeats, static node ids, leases of dead
  * nodes free after the session timeout, and the lease fence for live nodes unchanged.
  */
 @QueenPostgres

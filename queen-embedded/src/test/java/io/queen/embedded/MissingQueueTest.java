@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
-/** Issue 8, point 6: a pop or consume of a queue that does not exist creates nothing (a typo must not mint a queue). */
+/** A pop or consume of a queue that does not exist creates nothing (a typo must not mint a queue). */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class MissingQueueTest {

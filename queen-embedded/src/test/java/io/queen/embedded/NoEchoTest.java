@@ -30,7 +30,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 8, section 3: a payload carrying a marker string, pushed in every way that fails, never shows the marker in
+ * A payload carrying a marker string, pushed in every way that fails, never shows the marker in
  * an exception (message, causes, suppressed, printed stack trace) or a log line.
  */
 @QueenPostgres

@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
-/** Issue 8, sections 2 and 3: one payload limit at push, JSON text checked in Java, the reader as large as the writer. */
+/** One payload limit at push, JSON text checked in Java, the reader as large as the writer. */
 @QueenPostgres
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class PayloadLimitsTest {

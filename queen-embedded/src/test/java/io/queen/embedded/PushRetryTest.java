@@ -39,7 +39,7 @@ import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 14: every pushed item carries a transaction id (generated when the caller gives none), and a push whose
+ * Every pushed item carries a transaction id (generated when the caller gives none), and a push whose
  * connection is lost is retried by Queen so that it ends stored exactly once.
  */
 @QueenPostgres

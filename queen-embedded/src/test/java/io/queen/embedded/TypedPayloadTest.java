@@ -29,7 +29,7 @@ import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 12, section 2: typed payloads carry a stable type name and schema version on disk (never the Java
+ * Typed payloads carry a stable type name and schema version on disk (never the Java
  * class name), are checked on read, upcast from older versions, and refuse a newer version or another type
  * with {@link PayloadTypeException}, which then follows the queue's retry and dead-letter rules.
  */

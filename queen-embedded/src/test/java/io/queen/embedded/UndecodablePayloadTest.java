@@ -21,7 +21,7 @@ import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 8, section 2: a stored payload the reader refuses (here put there by hand through SQL) never holds its
+ * A stored payload the reader refuses (here put there by hand through SQL) never holds its
  * partition, keeps order, and does not break a page of the dead-letter list.
  */
 @QueenPostgres

@@ -39,7 +39,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Issue 14: a consumer JVM holding leases over many partitions is SIGKILLed with a lease time of 30 s and a
+ * A consumer JVM holding leases over many partitions is SIGKILLed with a lease time of 30 s and a
  * session timeout of 4 s; the surviving node delivers every one of those partitions again within about the
  * session timeout, not the lease. At the end every message was handled, none lost, and per partition each
  * process handled its messages in offset order. Prints {@code FIGURE crash_recovery_s <s> s}: from the kill
