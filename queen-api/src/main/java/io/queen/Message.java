@@ -204,7 +204,8 @@ public final class Message {
   /**
    * The KV key of a piece of state that belongs to this message's partition and group:
    * {@code @p/<queue>/<partition>/<group>/<name>}. Read-modify-write of such a key is safe under the
-   * partition's lease (one consumer of the group at a time); see the README.
+   * partition's lease (one consumer of the group at a time); see {@code docs/transactions-and-kv.md},
+   * "Read-modify-write".
    */
   public String stateKey(String name) {
     Objects.requireNonNull(name, "name must not be null");

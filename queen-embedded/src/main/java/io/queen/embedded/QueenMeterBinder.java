@@ -10,9 +10,9 @@ import java.util.Objects;
  * Binds a started node's meters to a Micrometer registry, the Micrometer way ({@code new QueenMeterBinder(queen)
  * .bindTo(registry)}, or as a {@link MeterBinder} bean that a framework binds). Every meter of the node goes to
  * each registry bound, those registered already and those to come: the counters, timers and gauges listed in the
- * README's metrics table, tagged {@code queue}, {@code group} and {@code outcome} only. Using the builder's
- * {@code meterRegistry(...)} is the same as binding that registry at start. Needs micrometer-core on the classpath
- * (an optional dependency of queen-embedded). Thread-safe.
+ * metrics table of {@code docs/operations.md}, tagged {@code queue}, {@code group} and {@code outcome} only. Using the
+ * builder's {@code meterRegistry(...)} is the same as binding that registry at start. Needs micrometer-core on the
+ * classpath (an optional dependency of queen-embedded). Thread-safe.
  */
 public final class QueenMeterBinder implements MeterBinder {
   private final QueenImpl queen;

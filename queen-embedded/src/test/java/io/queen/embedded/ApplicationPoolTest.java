@@ -20,8 +20,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * What Queen needs of the application's pool (README, "Handing Queen your pool"): enough connections beside the two it
- * keeps, a listener that survives a role's idle_session_timeout, and connections given back as they came.
+ * What Queen needs of the application's pool (docs/configuration.md, "Handing Queen your pool"): enough connections
+ * beside the two it keeps, a listener that survives a role's idle_session_timeout, and connections given back as they
+ * came.
  */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)

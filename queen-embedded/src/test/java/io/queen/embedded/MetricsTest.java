@@ -50,7 +50,7 @@ class MetricsTest {
   }
 
   /**
-   * Two nodes in one JVM that report to one application registry (two databases, README "Metrics"): with
+   * Two nodes in one JVM that report to one application registry (two databases, docs/operations.md, "Metrics"): with
    * {@code meterTags} of their own their meters stay apart, and a node that closes removes its gauges only.
    * Before, they shared each meter: the first node's gauge won and its close removed the other's.
    */

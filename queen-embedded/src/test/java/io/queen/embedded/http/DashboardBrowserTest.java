@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Timeout;
  * loads with no console error, shows a queue's lag after pushes, redrives a dead letter through its button, and
  * hides every action on a read-only node. Skipped, with the reason printed, where no Chromium is installed
  * ({@code apt-get install chromium}; {@code .ci/run} installs it). The screenshot of the main view is written to
- * {@code target/dashboard.png} ({@code docs/dashboard.png} in the README is a copy).
+ * {@code target/dashboard.png} ({@code docs/dashboard.png}, shown in the README and docs/http.md, is a copy).
  */
 @QueenPostgres
 @Timeout(value = 120, unit = TimeUnit.SECONDS)

@@ -40,7 +40,8 @@ public final class Pools {
       throw new IllegalArgumentException("the DataSource is a HikariCP pool of at most " + max + " connection(s), and"
           + " this node keeps " + kept + " of them for " + what + " for as long as it runs: none would be left for"
           + " pushes, pops and acks. Give the pool at least " + (kept + 2) + " connections, plus one per consume worker"
-          + " whose handler holds a connection of its own while it calls Queen (README: \"Handing Queen your pool\")");
+          + " whose handler holds a connection of its own while it calls Queen"
+          + " (docs/configuration.md: \"Handing Queen your pool\")");
     }
     if (max < kept + 2) {
       LOG.warn("{} - the DataSource is a HikariCP pool of at most {} connection(s), and this node keeps {} of them for {}:"

@@ -120,7 +120,7 @@ public final class KeyRegistry {
     return "this node's encryption key has id " + id + ", which is not one of this cluster's keys (ids " + listed
         + "; this node holds " + cipher.ids() + "): start it with the cluster's key (builder encryptionKey(...) or"
         + " QUEEN_ENCRYPTION_KEY); to move the cluster to this key, start a node with it, with a key of the cluster"
-        + " in oldEncryptionKeys(...) and with adoptEncryptionKey() (README, \"Rotating the key\")";
+        + " in oldEncryptionKeys(...) and with adoptEncryptionKey() (docs/encryption.md, \"Rotating the key\")";
   }
 
   /** The listed key ids in order; {@code lock}: first take the lock that serialises adoptions. */

@@ -22,7 +22,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 
 /**
- * Micrometer meters (the table in the top-level README lists them all): counters
+ * Micrometer meters (the table in docs/operations.md lists them all): counters
  * {@code queen.messages.pushed|delivered|acked|failed|dead_lettered}, timers {@code queen.handler.duration} and
  * {@code queen.delivery.latency} (push to delivery, database clock at push against this JVM's clock at delivery),
  * per-group gauges {@code queen.group.lag} (messages), {@code queen.group.pending.age} (seconds) and
