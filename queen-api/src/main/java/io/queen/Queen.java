@@ -117,7 +117,7 @@ public interface Queen extends AutoCloseable {
   /**
    * Runs one retention pass now, in the calling thread, instead of waiting for the janitor (every 30 s on nodes
    * started with the janitor): removes the messages of queues with {@code retention} or {@code completedRetention}
-   * that may go (DESIGN.md §3 "Retention"), in small transactions, and refreshes the retention state that
+   * that may go (docs/retention.md), in small transactions, and refreshes the retention state that
    * {@link #status()} shows. One node at a time: when another node is running retention this returns at once
    * with {@code ran() == false}. An operator call (and the way tests drive retention without waiting).
    */

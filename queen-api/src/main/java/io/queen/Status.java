@@ -78,7 +78,7 @@ public record Status(Instant takenAt, List<QueueStatus> queues, List<ConnectorSt
   }
 
   /**
-   * Retention of one queue as the janitor's last pass saw it (DESIGN.md §3 "Retention").
+   * Retention of one queue as the janitor's last pass saw it (docs/retention.md).
    *
    * @param oldestKeptAt creation time of the oldest message still stored (null when the queue is empty)
    * @param oldestPartition its partition

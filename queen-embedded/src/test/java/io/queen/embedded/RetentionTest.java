@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Retention (DESIGN.md §3): the janitor removes old messages only once every
+ * Retention: the janitor removes old messages only once every
  * group's cursor has passed them, unless {@code allowDropPastCommitted}; driven by {@link Queen#runRetentionNow()}
  * over rows backdated by SQL, never by waiting.
  */

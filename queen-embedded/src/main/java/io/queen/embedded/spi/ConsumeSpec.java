@@ -10,9 +10,9 @@ import java.util.Objects;
  * ({@code from} wins over {@code mode} when given), the batch size, the worker count, the lease time
  * (null: the queue's), the threads' role, and whether an expired lease counts as an attempt.
  *
- * <p>{@code expiryCounts} true is the core's rule (DESIGN.md §3): a lease that expires, or whose node
+ * <p>{@code expiryCounts} true is the core's rule: a lease that expires, or whose node
  * stopped heartbeating, adds one attempt to the partition's head and dead-letters it past the queue's
- * {@code retryLimit}. False (a sink, DESIGN.md §7): the group's expired leases are released without an
+ * {@code retryLimit}. False (a sink): the group's expired leases are released without an
  * attempt and never dead-letter anything; the connector counts its own attempts with {@code AckStatus.FAILED}
  * acks of the head (durable, shared by all nodes: the head waits the queue's {@code retryDelay} and comes
  * back alone with {@link io.queen.Message#attempt()} one higher), which for such a group never dead-letter by

@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
-/** One test per KV rule (DESIGN.md §3, "KV"), named after the rule. */
+/** One test per KV rule (docs/transactions-and-kv.md), named after the rule. */
 @QueenPostgres
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class KvRulesTest {

@@ -19,7 +19,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Removes old messages of queues with {@code retention} or {@code completedRetention} (DESIGN.md §3 "Retention").
+ * Removes old messages of queues with {@code retention} or {@code completedRetention} (docs/retention.md).
  *
  * <p>A pass walks the partitions of those queues in keyset pages of {@link #PAGE} (one short read each: the
  * partition row and its first message), and for each partition whose first message is old enough calls

@@ -25,8 +25,8 @@ import org.junit.jupiter.api.Timeout;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * A group whose consumer counts attempts itself (a sink, DESIGN.md §7) gets its expired leases released
- * by pop without an attempt and never dead-lettered; every other group keeps DESIGN.md §3's rule. Such a
+ * A group whose consumer counts attempts itself (a sink) gets its expired leases released
+ * by pop without an attempt and never dead-lettered; every other group keeps the core's rule. Such a
  * group's FAILED acks add attempts past the queue's retryLimit; only its DEAD_LETTER ack gives up.
  */
 @QueenPostgres
@@ -153,7 +153,7 @@ class GroupExpiryTest {
           .containsExactly(io.queen.AckOutcome.DEAD_LETTERED);
       assertThat(deadLetters(ds, q)).isEqualTo(1);
       assertThat(a.queue(q).group("sinkish").batch(10).pop()).extracting(Message::offset).containsExactly(1L);
-      // an ordinary group on the same queue: the second FAILED (attempts 2 > retryLimit 1) dead-letters, by DESIGN.md §3's rule
+      // an ordinary group on the same queue: the second FAILED (attempts 2 > retryLimit 1) dead-letters, by the core's rule
       for (int i = 1; i <= 2; i++) {
         List<Message> got = a.queue(q).group("plain").batch(10).pop();
         assertThat(a.ack(got.subList(0, 1), io.queen.AckStatus.FAILED, "refused")).extracting(AckResult::outcome)

@@ -14,7 +14,7 @@ import java.util.function.BooleanSupplier;
  * {@code queen.pg.sink.skipped}, {@code queen.pg.sink.dlq}, {@code queen.pg.sink.batches}, and ours,
  * {@code queen.pg.sink.ignored},
  * {@code queen.pg.connector.errors}; gauge {@code queen.pg.connector.owner} ({@code queen_pg_connector_owner}).
- * Tag {@code connector} only (low cardinality, DESIGN.md §6). Counters are looked up by name and tag, so a sink
+ * Tag {@code connector} only (low cardinality). Counters are looked up by name and tag, so a sink
  * restarted with a new document version keeps counting on the same series.
  */
 final class MicrometerSinkMeters implements SinkMeters {

@@ -40,7 +40,7 @@ public record SourceSpec(String name, boolean enabled, SinkSpec.Connection conne
     }
   }
 
-  /** The replication slot: {@code queen_<name>} with {@code -} as {@code _} (DESIGN §7). */
+  /** The replication slot: {@code queen_<name>} with {@code -} as {@code _}. */
   public String slot() {
     return derivedName(name);
   }
