@@ -23,16 +23,16 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The seed's curl flows, as written, over HTTP ({@code java.net.http}) against a node started with
+ * The curl flows of the queen-pgconn README's "Try it over HTTP", as written, over HTTP ({@code java.net.http}) against a node started with
  * {@code http(...)}: the source's "Try it" (snapshot rows, then an update and an insert+delete transaction, then a
  * cdc sink copying them), the invoices sink fed by {@code POST /api/v1/push}, and the connector routes' refusals.
- * The documents are the seed's with the test server's host, port, database and credentials in place of "pg".
+ * The documents are the README's with the test server's host, port, database and credentials in place of "pg".
  */
 @QueenPostgres
 @EnabledForPostgresVersion(min = 17, reason = "the source connector refuses older servers with server_version")
 @RequiresLogicalReplication
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
-class HttpSeedFlowsTest {
+class HttpTryItFlowsTest {
   static final String KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
   Queen queen;
   TestDatabase db;
