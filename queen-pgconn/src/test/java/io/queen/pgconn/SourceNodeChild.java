@@ -35,14 +35,17 @@ public final class SourceNodeChild {
             .sourceLeaseTtl(Duration.ofMillis(Long.parseLong(args[4]))))
         .start();
     System.out.println("READY " + queen.nodeId());
-    while (true) {
-      for (ConnectorStatus s : queen.connectors().status()) {
-        System.out.println("STATUS " + s.name() + " " + s.phase() + " " + orDash(s.leaseNode()) + " "
-            + s.counters().getOrDefault("messages", 0L) + " " + s.counters().getOrDefault("snapshotRows", 0L) + " "
-            + orDash(s.pointerLsn()));
+    java.util.concurrent.Executors.newSingleThreadScheduledExecutor().scheduleWithFixedDelay(() -> {
+      try {
+        for (ConnectorStatus s : queen.connectors().status()) {
+          System.out.println("STATUS " + s.name() + " " + s.phase() + " " + orDash(s.leaseNode()) + " "
+              + s.counters().getOrDefault("messages", 0L) + " " + s.counters().getOrDefault("snapshotRows", 0L) + " "
+              + orDash(s.pointerLsn()));
+        }
+      } catch (RuntimeException e) {
+        System.err.println("status: " + e); // the next round tries again
       }
-      Thread.sleep(50);
-    }
+    }, 0, 50, java.util.concurrent.TimeUnit.MILLISECONDS); // a non-daemon thread: the child runs until killed
   }
 
   private static String orDash(Object o) {
